@@ -1,0 +1,89 @@
+"""Orchestrate one profile run: a PS process and a worker process on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sgdsim.errors import ProfileError
+from sgdsim.io import atomic_path
+from sgdsim.profiling.procs import free_ports, spawn, stop
+from sgdsim.profiling.spec import ProfileSpec
+
+#: Files a complete profile directory holds besides ``trace_{k}.pb``.
+PROFILE_FILES = ("meta.json", "variables.json")
+
+
+def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
+    """Profile one worker against one PS and write the raw profile to ``out_dir``.
+
+    Starts two ``tf.distribute.Server`` processes (``ps:0`` and ``worker:0``) on
+    free loopback ports; the worker process builds the graph and runs the steps
+    (see :mod:`sgdsim.profiling.worker`). Both processes are stopped on success,
+    error, timeout or Ctrl-C, and die with this process. The output directory is
+    written under a temporary name and renamed only when complete.
+
+    Returns:
+        ``out_dir`` as a Path, holding ``meta.json``, ``variables.json`` and
+        ``trace_0.pb`` … ``trace_{K-1}.pb``.
+
+    Raises:
+        ProfileError: a process failed or the run exceeded ``spec.timeout_s``.
+    """
+    ps_port, worker_port = free_ports(2)
+    cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    env.setdefault("CUDA_VISIBLE_DEVICES", "" if spec.device == "cpu" else "0")
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir(parents=True)
+        ps = spawn(
+            [
+                sys.executable, "-m", "sgdsim.profiling.server",
+                "--cluster", json.dumps(cluster), "--job", "ps", "--task", "0",
+                "--intra", str(spec.intra_op_threads), "--inter", str(spec.inter_op_threads),
+                "--lifetime", str(spec.timeout_s + 30),
+            ],
+            env,
+        )
+        worker = spawn(
+            [
+                sys.executable, "-m", "sgdsim.profiling.worker",
+                "--spec", spec.to_json(), "--cluster", json.dumps(cluster), "--out", str(tmp),
+            ],
+            env,
+        )
+        try:
+            deadline = time.monotonic() + spec.timeout_s
+            while True:
+                try:
+                    rc = worker.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if ps.poll() is not None:
+                    raise ProfileError(
+                        f"profile {spec.hardware}/{spec.model}: the PS process exited with "
+                        f"code {ps.returncode} before the worker finished (see the log above)"
+                    )
+                if time.monotonic() > deadline:
+                    raise ProfileError(
+                        f"profile {spec.hardware}/{spec.model} exceeded profile.timeout_s = "
+                        f"{spec.timeout_s:g} s; raise it in the config or use a smaller model"
+                    )
+            if rc != 0:
+                raise ProfileError(
+                    f"profile {spec.hardware}/{spec.model}: worker process failed with exit "
+                    f"code {rc} (its error is in the log above)"
+                )
+        finally:
+            stop(worker)
+            stop(ps)
+        missing = [f for f in PROFILE_FILES if not (tmp / f).exists()]
+        missing += [f"trace_{k}.pb" for k in range(spec.traced_steps) if not (tmp / f"trace_{k}.pb").exists()]
+        if missing:
+            raise ProfileError(f"profile {spec.hardware}/{spec.model}: missing {', '.join(missing)}")
+    return Path(out_dir)

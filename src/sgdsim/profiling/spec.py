@@ -1,0 +1,47 @@
+"""What one profile run does: the model, the node kind and the step counts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    """One single-worker profile: one worker and one parameter server (PS).
+
+    Attributes:
+        model: zoo name (see :data:`sgdsim.models.MODEL_NAMES`).
+        hardware: name of the hardware entry (recorded, used in paths).
+        device: ``"cpu"`` or ``"gpu"``: where the worker computes; the PS is on CPU.
+        batch_size: samples per step.
+        image_size: input height = width in pixels.
+        classes: number of output classes.
+        intra_op_threads, inter_op_threads: TensorFlow thread pools of each process.
+        warmup_steps: untimed steps first.
+        timed_steps: untraced steps whose wall times (seconds) calibrate the model.
+        traced_steps: steps run with ``FULL_TRACE``; one RunMetadata file each.
+        timeout_s: hard limit in seconds on the whole run.
+        seed: TensorFlow graph seed.
+    """
+
+    model: str
+    hardware: str = "cpu"
+    device: str = "cpu"
+    batch_size: int = 16
+    image_size: int = 64
+    classes: int = 10
+    intra_op_threads: int = 2
+    inter_op_threads: int = 2
+    warmup_steps: int = 3
+    timed_steps: int = 8
+    traced_steps: int = 3
+    timeout_s: float = 900.0
+    seed: int = 42
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ProfileSpec:
+        return cls(**json.loads(text))

@@ -1,0 +1,180 @@
+"""Entry point of the profiled worker: ``python -m sgdsim.profiling.worker``.
+
+Builds the training graph in ``tf.compat.v1`` graph mode with
+``replica_device_setter`` (variables on the PS, compute on the worker), trains
+on a synthetic batch, and writes into ``--out``:
+
+- ``trace_{k}.pb``: the raw ``RunMetadata`` of traced step k (step stats with
+  ``FULL_TRACE`` and the partition graphs, which name every send/recv pair),
+- ``variables.json``: each variable's name, bytes, PS device, gradient tensor and
+  update op,
+- ``meta.json``: TF version, host, device, batch, image size, parameter count,
+  untraced and traced step wall times in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sgdsim.profiling.spec import ProfileSpec
+
+
+def log(msg: str) -> None:
+    print(f"[profile] {msg}", file=sys.stderr, flush=True)
+
+
+def _dtype_bytes(v: Any) -> int:
+    return int(v.dtype.base_dtype.size) * int(v.shape.num_elements())
+
+
+def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> None:
+    """Profile ``spec`` as task 0 of job ``worker`` of ``cluster``; write into ``out``.
+
+    Raises:
+        RuntimeError: a GPU was asked for but none is visible on this node.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    import tf_keras
+
+    from sgdsim.models import build_model
+
+    tf.compat.v1.disable_eager_execution()
+    if spec.device == "gpu" and not tf.config.list_physical_devices("GPU"):
+        raise RuntimeError(
+            f"hardware entry {spec.hardware!r} has device: gpu, but this node has no visible "
+            "GPU (tf.config.list_physical_devices('GPU') is empty); run the profile job on "
+            "a GPU node or set device: cpu"
+        )
+    cfg = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=spec.intra_op_threads,
+        inter_op_parallelism_threads=spec.inter_op_threads,
+        allow_soft_placement=False,
+    )
+    server = tf.distribute.Server(
+        tf.train.ClusterSpec(cluster), job_name="worker", task_index=0, config=cfg
+    )
+    dev = "GPU:0" if spec.device == "gpu" else "CPU:0"
+    worker_device = f"/job:worker/task:0/device:{dev}"
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(spec.seed)
+        tf_keras.backend.set_learning_phase(1)  # static training mode: no tf.cond in BN
+        setter = tf.compat.v1.train.replica_device_setter(
+            worker_device=worker_device, cluster=tf.train.ClusterSpec(cluster)
+        )
+        with tf.compat.v1.device(setter):
+            shape = (spec.batch_size, spec.image_size, spec.image_size, 3)
+            x = tf.random.uniform(shape, seed=spec.seed, name="synthetic_images")
+            y = tf.random.uniform(
+                (spec.batch_size,), maxval=spec.classes, dtype=tf.int32, seed=spec.seed + 1,
+                name="synthetic_labels",
+            )
+            model = build_model(spec.model, x, spec.classes)
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=model.output),
+                name="loss",
+            )
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            opt = tf.compat.v1.train.GradientDescentOptimizer(0.01)
+            grads_and_vars = [(g, v) for g, v in opt.compute_gradients(loss) if g is not None]
+            apply = opt.apply_gradients(grads_and_vars, global_step=global_step)
+            train_op = tf.group(apply, *model.updates, name="train_op")
+        init = tf.compat.v1.global_variables_initializer()
+
+        grad_of = {v.name: g for g, v in grads_and_vars}
+        ops = graph.get_operations()
+        variables = []
+        for v in tf.compat.v1.global_variables():
+            prefix = f"{opt.get_name()}/update_{v.op.name}/"
+            update = [o.name for o in ops if o.name.startswith(prefix) and "Apply" in o.type]
+            g = grad_of.get(v.name)
+            variables.append(
+                {
+                    "variable": v.op.name,
+                    "shape": [int(d) for d in v.shape],
+                    "bytes": _dtype_bytes(v),
+                    "device": v.device,
+                    "trainable": v.name in grad_of,
+                    "gradient": g.name if g is not None else None,
+                    "update_op": update[0] if update else None,
+                }
+            )
+        param_count = int(sum(int(v.shape.num_elements()) for _, v in grads_and_vars))
+        graph.finalize()
+
+    log(
+        f"{spec.model} {spec.image_size}px batch {spec.batch_size} on {spec.device}: "
+        f"{param_count:,} parameters in {len(variables)} variables"
+    )
+    with tf.compat.v1.Session(server.target, graph=graph, config=cfg) as sess:
+        sess.run(init)
+        log(f"warm-up: {spec.warmup_steps} steps")
+        for _ in range(spec.warmup_steps):
+            sess.run(train_op)
+        untraced = []
+        for i in range(spec.timed_steps):
+            t = time.perf_counter()
+            sess.run(train_op)
+            untraced.append(time.perf_counter() - t)
+            log(f"untraced step {i + 1}/{spec.timed_steps}: {untraced[-1]:.4f} s")
+        opts = tf.compat.v1.RunOptions(
+            trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True
+        )
+        traced = []
+        for k in range(spec.traced_steps):
+            md = tf.compat.v1.RunMetadata()
+            t = time.perf_counter()
+            sess.run(train_op, options=opts, run_metadata=md)
+            traced.append(time.perf_counter() - t)
+            (out / f"trace_{k}.pb").write_bytes(md.SerializeToString())
+            log(f"traced step {k + 1}/{spec.traced_steps}: {traced[-1]:.4f} s")
+
+    med_u, med_t = statistics.median(untraced), statistics.median(traced)
+    q = statistics.quantiles(untraced, n=4) if len(untraced) > 1 else [med_u, med_u, med_u]
+    log(
+        f"untraced median {med_u:.4f} s (IQR {q[2] - q[0]:.4f} s), traced median "
+        f"{med_t:.4f} s: tracing overhead x{med_t / med_u:.2f}"
+    )
+    (out / "variables.json").write_text(json.dumps(variables, indent=1))
+    meta = {
+        "spec": json.loads(spec.to_json()),
+        "tf_version": tf.__version__,
+        "tf_keras_version": tf_keras.__version__,
+        "host": platform.node(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "worker_device": worker_device,
+        "param_count": param_count,
+        "param_bytes": int(sum(v["bytes"] for v in variables if v["trainable"])),
+        "untraced_step_s": untraced,
+        "traced_step_s": traced,
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--spec", required=True, help="ProfileSpec as JSON")
+    p.add_argument("--cluster", required=True, help="cluster spec as JSON")
+    p.add_argument("--out", required=True, type=Path, help="existing output directory")
+    a = p.parse_args(argv)
+    try:
+        run_worker(ProfileSpec.from_json(a.spec), json.loads(a.cluster), a.out)
+    except Exception as e:  # reported by the parent with the log
+        log(f"error: {type(e).__name__}: {e}")
+        return 1
+    sys.stdout.flush()
+    os._exit(0)  # the in-process gRPC server cannot be stopped cleanly; leave at once
+
+
+if __name__ == "__main__":
+    sys.exit(main())
