@@ -55,7 +55,8 @@ def build_model(name: str, inputs: Any, classes: int) -> Any:
         raise ValueError(f"model {name} needs image_size >= {MIN_IMAGE_SIZE[name]}, got {size}")
     if name == "LeNet5":
         layers = tf_keras.layers
-        x = layers.Conv2D(6, 5, activation="relu", name="conv1")(inputs)
+        inp = layers.Input(tensor=inputs)
+        x = layers.Conv2D(6, 5, activation="relu", name="conv1")(inp)
         x = layers.MaxPooling2D(2, name="pool1")(x)
         x = layers.Conv2D(16, 5, activation="relu", name="conv2")(x)
         x = layers.MaxPooling2D(2, name="pool2")(x)
@@ -63,6 +64,6 @@ def build_model(name: str, inputs: Any, classes: int) -> Any:
         x = layers.Dense(120, activation="relu", name="fc1")(x)
         x = layers.Dense(84, activation="relu", name="fc2")(x)
         logits = layers.Dense(classes, name="logits")(x)
-        return tf_keras.Model(inputs, logits, name="LeNet5")
+        return tf_keras.Model(inp, logits, name="LeNet5")
     app = getattr(tf_keras.applications, name)
     return app(weights=None, input_tensor=inputs, classes=classes, classifier_activation=None)

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Sequence
 
 _PR_SET_PDEATHSIG = 1
@@ -24,7 +25,10 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 def spawn(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own process group; it is SIGKILLed if this process dies."""
-    return subprocess.Popen(list(argv), env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    err = sys.stderr if hasattr(sys.stderr, "fileno") else None
+    return subprocess.Popen(  # noqa: PLW1509
+        list(argv), env=env, stdout=err, stderr=err, preexec_fn=_die_with_parent
+    )
 
 
 def stop(proc: subprocess.Popen[bytes], grace_s: float = 3.0) -> None:

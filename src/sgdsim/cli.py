@@ -1,0 +1,63 @@
+"""The ``sgdsim`` command line."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.group()
+@click.version_option(package_name="sgdsim")
+def main() -> None:
+    """sgdsim: distributed SGD throughput predicted from one worker's trace."""
+
+
+@main.command()
+@click.argument("sql")
+@click.option("--db", default="results/sgdsim.duckdb", show_default=True, help="DuckDB store to query.")
+@click.option("--max-rows", default=100, show_default=True, help="Rows to print at most.")
+def query(sql: str, db: str, max_rows: int) -> None:
+    """Run SQL against the store (read-only) and print the result as a table.
+
+    Example: sgdsim query "SELECT * FROM scaling WHERE network = '1Gbps'"
+    """
+    import duckdb
+
+    from sgdsim.store import connect_read_only
+
+    try:
+        con = connect_read_only(db)
+    except FileNotFoundError as e:
+        raise click.ClickException(str(e)) from e
+    try:
+        rel = con.sql(sql)
+        if rel is None:
+            return
+        rel.show(max_rows=max_rows, max_width=250)
+    except duckdb.Error as e:
+        raise click.ClickException(f"query failed: {e}") from e
+    finally:
+        con.close()
+
+
+@main.command()
+@click.option("--db", default="results/sgdsim.duckdb", show_default=True)
+def tables(db: str) -> None:
+    """List the store's tables and views with their row counts."""
+    from sgdsim.store import connect_read_only
+
+    try:
+        con = connect_read_only(db)
+    except FileNotFoundError as e:
+        raise click.ClickException(str(e)) from e
+    for name, kind in con.execute(
+        "SELECT table_name, table_type FROM information_schema.tables ORDER BY table_type, table_name"
+    ).fetchall():
+        n = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
+        click.echo(f"{name:<14} {kind.lower():<10} {n[0] if n else 0:>10,} rows")
+    con.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Checks of a loaded configuration that JSON Schema cannot express.
+
+The schema (``workflow/schemas/config.schema.yaml``) checks types, ranges and
+names; :func:`check_config` checks the relations between keys. Both run when
+Snakemake parses the workflow, before any job starts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sgdsim.errors import ConfigError
+from sgdsim.models import MIN_IMAGE_SIZE
+
+
+def check_config(config: dict[str, Any], source: str = "config/config.yaml") -> None:
+    """Raise :class:`ConfigError` naming the key and the fix for the first problem found."""
+    for key in ("models", "hardware", "networks"):
+        dup = [n for n, c in Counter(e["name"] for e in config.get(key, [])).items() if c > 1]
+        if dup:
+            raise ConfigError(f"{source}: {key}: duplicate name {dup[0]!r}; names must be unique")
+    for i, m in enumerate(config.get("models", [])):
+        size, least = m.get("image_size", 64), MIN_IMAGE_SIZE[m["name"]]
+        if size < least:
+            raise ConfigError(
+                f"{source}: models[{i}] ({m['name']}): image_size {size} is below the model's "
+                f"minimum {least}; set image_size: {least} or more"
+            )
+    workers = config.get("workers", [])
+    if len(set(workers)) != len(workers):
+        raise ConfigError(f"{source}: workers: {workers} lists a worker count twice")
+    sim = config.get("simulation", {})
+    steps, warm = sim.get("steps_per_worker", 30), sim.get("warmup_steps", 3)
+    if warm >= steps:
+        raise ConfigError(
+            f"{source}: simulation.warmup_steps ({warm}) must be below "
+            f"simulation.steps_per_worker ({steps}); lower warmup_steps or raise steps_per_worker"
+        )

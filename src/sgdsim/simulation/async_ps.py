@@ -1,0 +1,312 @@
+"""Discrete-event simulation of asynchronous SGD with one parameter server.
+
+Model (Li, Yan, Paolieri, Golubchik, "Throughput Prediction of Asynchronous
+SGD in TensorFlow", ICPE 2020): N workers run the profiled step independently.
+Each step a worker pulls every parameter from the PS, replays its compute
+segments in profiled order, each gated on the pulls it reads, pushes each
+gradient as soon as the segment producing it ends (WFBP), and ends the step
+when every pull arrived and every push was applied by the PS. Workers never
+wait for each other, only for the shared PS NIC (one processor-sharing link
+per direction, shared fairly between workers' connections, see
+:mod:`sgdsim.simulation.link`) and the PS CPU (one FIFO
+server applying updates).
+
+Events are ordered by ``(time, priority, sequence)`` so simultaneous events
+break ties deterministically: the same inputs and seed give bit-identical
+results.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sgdsim.simulation.link import PSLink
+from sgdsim.simulation.workload import Network, Workload
+
+#: Transmission policies this simulator implements.
+POLICIES: tuple[str, ...] = ("tf_default",)
+
+# event kinds; the number is also the tie-break priority at equal times
+_DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
+_DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
+
+
+@dataclass(frozen=True)
+class AsyncResult:
+    """Metrics of one simulated grid point (flat record; units in the names).
+
+    Attributes:
+        workers: N.
+        steps_per_s: completed worker steps per second, all workers together.
+        samples_per_s: ``steps_per_s × batch_size``.
+        mean_step_s: mean time between two step ends of one worker, seconds.
+        ps_down_util, ps_up_util: busy fraction of the PS NIC, PS → workers and
+            workers → PS, over the simulated run (0…1).
+        blocked_fraction: share of a worker's time neither computing nor in the
+            per-step overhead, i.e. waiting for communication or the PS (0…1).
+        sim_time_s: simulated time span in seconds.
+        events: events processed.
+        wall_s: simulator wall time in seconds (not deterministic).
+        seed: seed of the run's numpy Generator.
+    """
+
+    workers: int
+    steps_per_worker: int
+    warmup_steps: int
+    policy: str
+    steps_per_s: float
+    samples_per_s: float
+    mean_step_s: float
+    ps_down_util: float
+    ps_up_util: float
+    blocked_fraction: float
+    sim_time_s: float
+    events: int
+    wall_s: float
+    seed: int
+
+
+def single_step_estimate(workload: Workload, network: Network) -> float:
+    """Contention-free step time in seconds: compute, overhead, pull offset, and all
+    pulled and pushed bytes at full NIC capacity, plus two latencies."""
+    moved = float(workload.pull_bytes.sum() + workload.push_bytes.sum())
+    return (
+        workload.compute_s
+        + workload.overhead_s
+        + workload.pull_start_s
+        + moved / network.bandwidth_Bps
+        + 2 * network.latency_s
+    )
+
+
+def simulate_async(
+    workload: Workload,
+    network: Network,
+    workers: int,
+    steps_per_worker: int = 30,
+    warmup_steps: int = 3,
+    policy: str = "tf_default",
+    seed: int = 0,
+    start_offsets_s: Sequence[float] | None = None,
+    step_log: list[list[float]] | None = None,
+) -> AsyncResult:
+    """Simulate ``workers`` asynchronous workers against one PS.
+
+    Policy ``tf_default``: all pulls of a step are issued together
+    ``workload.pull_start_s`` after step start and share the PS NIC fairly with
+    every other flow, as TensorFlow's trace shows it doing; pushes are issued
+    when produced. Worker ``w > 0`` starts after a seeded uniform random delay
+    in ``[0, T1)``, ``T1`` the contention-free step time on this network
+    (:func:`single_step_estimate`): processor sharing keeps workers at whatever
+    offsets they start with, and real workers drift over all offsets, so the
+    start offsets are drawn over one whole step rather than all set to zero
+    (which would lock every worker into pulling and pushing at the same time).
+
+    Args:
+        workload: the calibrated single-worker step.
+        network: NIC capacity (bytes/s per direction) and per-message latency.
+        workers: N ≥ 1.
+        steps_per_worker: steps each worker runs (> warmup_steps).
+        warmup_steps: first steps of each worker left out of the throughput window.
+        policy: one of :data:`POLICIES`.
+        seed: seed of the run's ``numpy.random.Generator``.
+        start_offsets_s: (N,) start time of each worker in seconds, instead of
+            the seeded random offsets.
+        step_log: if given, receives each worker's list of step end times (s).
+
+    Returns:
+        The grid point's metrics; throughput is measured over the window in
+        which every worker is past warm-up and none has finished.
+
+    Raises:
+        ValueError: bad N, step counts or policy.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not 0 <= warmup_steps < steps_per_worker:
+        raise ValueError(
+            f"need 0 <= warmup_steps < steps_per_worker, got {warmup_steps}, {steps_per_worker}"
+        )
+    if start_offsets_s is not None and len(start_offsets_s) != workers:
+        raise ValueError(f"start_offsets_s needs {workers} values, got {len(start_offsets_s)}")
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    wall0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+
+    seg_dur = workload.seg_dur_s.tolist()
+    n_seg = len(seg_dur)
+    pull_bytes = workload.pull_bytes.tolist()
+    pull_gate = workload.pull_gate.tolist()
+    n_pull = len(pull_bytes)
+    base_pending = np.bincount(workload.pull_gate, minlength=n_seg + 1).tolist()
+    push_bytes = workload.push_bytes.tolist()
+    push_update = workload.push_update_s.tolist()
+    n_push = len(push_bytes)
+    pushes_after: list[list[int]] = [[] for _ in range(n_seg + 1)]  # index seg+1
+    for q, s in enumerate(workload.push_seg.tolist()):
+        pushes_after[s + 1].append(q)
+    latency = network.latency_s
+    pull_start = workload.pull_start_s
+    overhead = workload.overhead_s
+
+    links = (PSLink(network.bandwidth_Bps), PSLink(network.bandwidth_Bps))
+    link_version = [0, 0]
+    events: list[tuple[float, int, int, int, int, int]] = []
+    seq = 0
+    n_events = 0
+
+    def push_event(t: float, kind: int, a: int, b: int = 0) -> None:
+        nonlocal seq
+        heapq.heappush(events, (t, kind, seq, kind, a, b))
+        seq += 1
+
+    def reschedule(li: int) -> None:
+        link_version[li] += 1
+        t = links[li].next_departure()
+        if t is not None:
+            push_event(t, _DEPART, li, link_version[li])
+
+    # per-worker state
+    seg = [0] * workers
+    running = [False] * workers
+    pending: list[list[int]] = [[] for _ in range(workers)]
+    pulls_left = [0] * workers
+    pushes_left = [0] * workers
+    last_update = [0.0] * workers
+    ending = [False] * workers
+    busy = [0.0] * workers
+    step_ends: list[list[float]] = [[] for _ in range(workers)]
+    ps_free = 0.0
+
+    def try_start(w: int, now: float) -> None:
+        s = seg[w]
+        if not running[w] and s < n_seg and pending[w][s] == 0:
+            running[w] = True
+            push_event(now + seg_dur[s], _SEG_END, w)
+
+    def send(w: int, li: int, idx: int, size: float, now: float) -> None:
+        if latency > 0:
+            push_event(now + latency, _JOIN, w, li * (1 << 30) + idx)
+        else:
+            links[li].add(now, size, (w, idx), w)
+            reschedule(li)
+
+    def check_end(w: int, now: float) -> None:
+        if not ending[w] and seg[w] == n_seg and pulls_left[w] == 0 and pushes_left[w] == 0:
+            ending[w] = True
+            push_event(max(now, last_update[w]), _STEP_END, w)
+
+    def issue_pushes(w: int, slot: int, now: float) -> None:
+        for q in pushes_after[slot]:
+            send(w, _UP, q, push_bytes[q], now)
+
+    t1 = single_step_estimate(workload, network)
+    for w in range(workers):
+        if start_offsets_s is not None:
+            start = float(start_offsets_s[w])
+        else:
+            start = 0.0 if w == 0 else float(rng.uniform(0.0, t1))
+        push_event(start, _STEP_START, w)
+
+    now = 0.0
+    while events:
+        now, _, _, kind, a, b = heapq.heappop(events)
+        if kind == _DEPART and b != link_version[a]:
+            continue  # stale: the link changed since this was scheduled
+        n_events += 1
+        if kind == _DEPART:
+            w, idx = links[a].pop(now)
+            reschedule(a)
+            if a == _DOWN:
+                g = pull_gate[idx]
+                pending[w][g] -= 1
+                pulls_left[w] -= 1
+                if g == seg[w]:
+                    try_start(w, now)
+                    check_end(w, now)
+            else:
+                start = now if now > ps_free else ps_free
+                ps_free = start + push_update[idx]
+                if ps_free > last_update[w]:
+                    last_update[w] = ps_free
+                pushes_left[w] -= 1
+                check_end(w, now)
+        elif kind == _JOIN:
+            li, idx = divmod(b, 1 << 30)
+            links[li].add(now, pull_bytes[idx] if li == _DOWN else push_bytes[idx], (a, idx), a)
+            reschedule(li)
+        elif kind == _SEG_END:
+            w = a
+            running[w] = False
+            s = seg[w]
+            busy[w] += seg_dur[s]
+            issue_pushes(w, s + 1, now)
+            seg[w] = s + 1
+            if s + 1 < n_seg:
+                try_start(w, now)
+            else:
+                check_end(w, now)
+        elif kind == _STEP_END:
+            w = a
+            step_ends[w].append(now)
+            if len(step_ends[w]) < steps_per_worker:
+                push_event(now + overhead, _STEP_START, w)
+        else:  # _STEP_START
+            w = a
+            seg[w] = 0
+            running[w] = False
+            ending[w] = False
+            pending[w] = list(base_pending)
+            pulls_left[w] = n_pull
+            pushes_left[w] = n_push
+            last_update[w] = now
+            issue_pushes(w, 0, now)
+            for p in range(n_pull):
+                if pull_start > 0 or latency > 0:
+                    push_event(now + pull_start + latency, _JOIN, w, p)
+                else:
+                    links[_DOWN].add(now, pull_bytes[p], (w, p), w)
+            if n_pull and pull_start == 0 and latency == 0:
+                reschedule(_DOWN)
+            try_start(w, now)
+            check_end(w, now)
+
+    if step_log is not None:
+        step_log.extend(step_ends)
+    # throughput window: every worker past warm-up, none finished
+    firsts = [e[warmup_steps - 1] if warmup_steps else 0.0 for e in step_ends]
+    t_lo, t_hi = max(firsts), min(e[-1] for e in step_ends)
+    if t_hi > t_lo:
+        done = sum(sum(1 for t in e if t_lo < t <= t_hi) for e in step_ends)
+        steps_per_s = done / (t_hi - t_lo)
+    else:  # cannot happen with identical workers; keep a defined value
+        steps_per_s = workers * (steps_per_worker - warmup_steps) / max(now - max(firsts), 1e-12)
+    per_worker = [
+        (e[-1] - (e[warmup_steps - 1] if warmup_steps else 0.0)) / (steps_per_worker - warmup_steps)
+        for e in step_ends
+    ]
+    span = now if now > 0 else 1e-12
+    total_time = sum(e[-1] for e in step_ends)
+    blocked = 1.0 - (sum(busy) + workers * steps_per_worker * overhead) / max(total_time, 1e-12)
+    return AsyncResult(
+        workers=workers,
+        steps_per_worker=steps_per_worker,
+        warmup_steps=warmup_steps,
+        policy=policy,
+        steps_per_s=steps_per_s,
+        samples_per_s=steps_per_s * workload.batch_size,
+        mean_step_s=float(np.mean(per_worker)),
+        ps_down_util=min(1.0, links[_DOWN].busy_s / span),
+        ps_up_util=min(1.0, links[_UP].busy_s / span),
+        blocked_fraction=max(0.0, blocked),
+        sim_time_s=now,
+        events=n_events,
+        wall_s=time.perf_counter() - wall0,
+        seed=seed,
+    )

@@ -1,0 +1,146 @@
+"""The simulator's input: one worker's calibrated step, in seconds and bytes.
+
+A step is a sequence of compute *segments* run one after another on the
+worker. Segment ``s`` may start only when every pull gated on it has arrived;
+at the end of segment ``s`` the gradients it produced are pushed (wait-free
+back-propagation, WFBP). Each push, once at the PS, costs the PS CPU its update
+time. Built from a normalized profile by :func:`sgdsim.traces.build_workload`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sgdsim.errors import TraceError
+
+
+@dataclass(frozen=True)
+class Network:
+    """A network where every host has a full-duplex NIC.
+
+    Attributes:
+        bandwidth_Bps: capacity per direction of each NIC in bytes/s.
+        latency_s: fixed per-message latency in seconds (paid once per transfer).
+        name: label used in results.
+    """
+
+    bandwidth_Bps: float
+    latency_s: float = 0.0
+    name: str = "net"
+
+    def __post_init__(self) -> None:
+        if not self.bandwidth_Bps > 0:
+            raise ValueError(f"network {self.name}: bandwidth must be > 0, got {self.bandwidth_Bps}")
+        if self.latency_s < 0:
+            raise ValueError(f"network {self.name}: latency must be >= 0, got {self.latency_s}")
+
+    @classmethod
+    def from_bits(cls, bandwidth_bps: float, latency_s: float = 0.0, name: str = "net") -> Network:
+        """Network from a capacity in bit/s (as configs and NIC data sheets give it)."""
+        return cls(bandwidth_bps / 8.0, latency_s, name)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One worker's step, calibrated to untraced time.
+
+    Shapes: S segments, P pulls, Q pushes.
+
+    Attributes:
+        seg_dur_s: (S,) compute time of each segment in seconds.
+        pull_bytes: (P,) size of each pull (PS → worker) in bytes.
+        pull_gate: (P,) index of the first segment that needs the pull, in
+            ``[0, S]``; ``S`` means only the end of the step waits for it.
+        push_bytes: (Q,) size of each push (worker → PS) in bytes.
+        push_seg: (Q,) segment at whose end the push is issued, in ``[-1, S-1]``;
+            ``-1`` means at step start.
+        push_update_s: (Q,) PS CPU time to apply the push, in seconds.
+        pull_start_s: delay from step start to issuing the pulls, in seconds.
+        overhead_s: per-step overhead between two steps (client, RPC), seconds.
+        batch_size: samples per step.
+        meta: free-form provenance (profile id, calibration figures).
+    """
+
+    seg_dur_s: npt.NDArray[np.float64]
+    pull_bytes: npt.NDArray[np.float64]
+    pull_gate: npt.NDArray[np.int64]
+    push_bytes: npt.NDArray[np.float64]
+    push_seg: npt.NDArray[np.int64]
+    push_update_s: npt.NDArray[np.float64]
+    pull_start_s: float = 0.0
+    overhead_s: float = 0.0
+    batch_size: int = 1
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        s = len(self.seg_dur_s)
+        checks = [
+            (s >= 1, "at least one compute segment"),
+            (len(self.pull_bytes) == len(self.pull_gate), "pull_bytes and pull_gate of equal length"),
+            (
+                len(self.push_bytes) == len(self.push_seg) == len(self.push_update_s),
+                "push arrays of equal length",
+            ),
+            (bool(np.all(self.seg_dur_s >= 0)), "non-negative segment durations"),
+            (bool(np.all(self.pull_bytes >= 0)) and bool(np.all(self.push_bytes >= 0)), "non-negative sizes"),
+            (bool(np.all((self.pull_gate >= 0) & (self.pull_gate <= s))), "pull_gate in [0, S]"),
+            (bool(np.all((self.push_seg >= -1) & (self.push_seg < s))), "push_seg in [-1, S-1]"),
+            (bool(np.all(self.push_update_s >= 0)), "non-negative update times"),
+            (self.pull_start_s >= 0 and self.overhead_s >= 0, "non-negative offsets"),
+            (self.batch_size >= 1, "batch_size >= 1"),
+        ]
+        bad = [what for ok, what in checks if not ok]
+        if bad:
+            raise ValueError(f"invalid workload: needs {', '.join(bad)}")
+
+    @property
+    def compute_s(self) -> float:
+        """Total compute time of one step in seconds."""
+        return float(self.seg_dur_s.sum())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, np.ndarray):
+                d[k] = v.tolist()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Workload:
+        f = np.asarray
+        return cls(
+            seg_dur_s=f(d["seg_dur_s"], dtype=np.float64),
+            pull_bytes=f(d["pull_bytes"], dtype=np.float64),
+            pull_gate=f(d["pull_gate"], dtype=np.int64),
+            push_bytes=f(d["push_bytes"], dtype=np.float64),
+            push_seg=f(d["push_seg"], dtype=np.int64),
+            push_update_s=f(d["push_update_s"], dtype=np.float64),
+            pull_start_s=float(d.get("pull_start_s", 0.0)),
+            overhead_s=float(d.get("overhead_s", 0.0)),
+            batch_size=int(d.get("batch_size", 1)),
+            meta=dict(d.get("meta", {})),
+        )
+
+    def save(self, path: str) -> None:
+        from sgdsim.io import atomic_path
+
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(self.to_dict()))
+
+    @classmethod
+    def load(cls, path: str) -> Workload:
+        """Read a workload JSON file.
+
+        Raises:
+            TraceError: the file is missing or not a workload (names the file).
+        """
+        try:
+            with open(path) as fh:
+                return cls.from_dict(json.load(fh))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise TraceError(f"{path}: not a readable sgdsim workload ({e}); re-run normalize") from e

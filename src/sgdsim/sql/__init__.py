@@ -1,0 +1,1 @@
+"""SQL shipped with sgdsim: schema.sql (tables) and views.sql (analysis views)."""

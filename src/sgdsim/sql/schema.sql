@@ -1,0 +1,96 @@
+-- sgdsim store: base tables. Loaded by sgdsim.store.publish from Parquet shards.
+-- Units are in column names: _us microseconds, _s seconds, _bytes / bytes bytes,
+-- _bps bit/s, _Bps bytes/s. Times of trace rows are relative to the first event
+-- of their traced step.
+
+CREATE TABLE profiles (
+    profile_id            VARCHAR PRIMARY KEY, -- '{hardware}/{model}'
+    model                 VARCHAR NOT NULL,    -- zoo name, e.g. MobileNetV2
+    hardware              VARCHAR NOT NULL,    -- hardware entry of the config
+    device                VARCHAR NOT NULL,    -- cpu | gpu: where the worker computed
+    batch_size            INTEGER NOT NULL,    -- samples per step
+    image_size            INTEGER NOT NULL,    -- input height = width, pixels
+    classes               INTEGER NOT NULL,    -- output classes
+    tf_version            VARCHAR NOT NULL,    -- TensorFlow that took the profile
+    host                  VARCHAR NOT NULL,    -- node name of the profiling host
+    param_count           BIGINT NOT NULL,     -- trainable parameters
+    param_bytes           BIGINT NOT NULL,     -- bytes of trainable parameters
+    traced_steps          INTEGER NOT NULL,    -- K steps traced with FULL_TRACE
+    untraced_step_s       DOUBLE NOT NULL,     -- median wall time of an untraced step
+    untraced_step_iqr_s   DOUBLE NOT NULL,     -- interquartile range of untraced step times
+    traced_step_s         DOUBLE NOT NULL,     -- median wall time of a traced step
+    tracing_factor        DOUBLE NOT NULL,     -- untraced / traced: scales traced durations
+    profile_bandwidth_Bps DOUBLE NOT NULL,     -- bandwidth fitted to the profile's pulls
+    profile_latency_s     DOUBLE NOT NULL,     -- intercept of that fit (software delay)
+    profile_fit_rms_s     DOUBLE NOT NULL,     -- RMS residual of that fit
+    replay_step_s         DOUBLE NOT NULL,     -- simulated N=1 step on the profile's network
+    compute_s             DOUBLE NOT NULL      -- calibrated compute time of one step
+);
+
+CREATE TABLE ops (
+    profile_id VARCHAR NOT NULL,
+    step       INTEGER NOT NULL,   -- traced step index k
+    role       VARCHAR NOT NULL,   -- worker | ps
+    device     VARCHAR NOT NULL,   -- TensorFlow device name
+    name       VARCHAR NOT NULL,   -- op (node) name
+    op_type    VARCHAR NOT NULL,   -- kernel type, e.g. _MklNativeConv2D
+    start_us   BIGINT NOT NULL,    -- start, µs after the step's first event
+    dur_us     BIGINT NOT NULL,    -- duration, µs
+    inputs     VARCHAR[] NOT NULL  -- input node names (control inputs included)
+);
+
+CREATE TABLE transfers (
+    profile_id VARCHAR NOT NULL,
+    step       INTEGER NOT NULL,
+    direction  VARCHAR NOT NULL,   -- pull (PS -> worker) | push (worker -> PS)
+    tensor     VARCHAR NOT NULL,   -- rendezvous key edge_N_<producer>
+    src_device VARCHAR NOT NULL,
+    dst_device VARCHAR NOT NULL,
+    src_op     VARCHAR,            -- op that produced the tensor on the sender
+    recv_node  VARCHAR,            -- _Recv node on the receiver
+    bytes      BIGINT NOT NULL,    -- tensor size, bytes
+    start_us   BIGINT NOT NULL,
+    dur_us     BIGINT NOT NULL
+);
+
+CREATE TABLE params (
+    profile_id        VARCHAR NOT NULL,
+    variable          VARCHAR NOT NULL, -- variable name
+    bytes             BIGINT NOT NULL,  -- variable size, bytes
+    shard             VARCHAR NOT NULL, -- PS device holding it
+    trainable         BOOLEAN NOT NULL,
+    first_consumer_op VARCHAR,          -- first worker op (forward) reading it
+    gradient_op       VARCHAR,          -- worker op producing its gradient
+    update_op         VARCHAR,          -- PS op applying the update
+    update_us         DOUBLE            -- median traced duration of the update op, µs
+);
+
+CREATE TABLE predictions (
+    model            VARCHAR NOT NULL,
+    hardware         VARCHAR NOT NULL,
+    network          VARCHAR NOT NULL,  -- network entry of the config
+    bandwidth_bps    DOUBLE NOT NULL,   -- NIC capacity per direction, bit/s
+    latency_s        DOUBLE NOT NULL,   -- per-message latency
+    mode             VARCHAR NOT NULL,  -- async
+    batch_size       INTEGER NOT NULL,
+    workers          INTEGER NOT NULL,  -- N
+    steps_per_worker INTEGER NOT NULL,
+    warmup_steps     INTEGER NOT NULL,
+    policy           VARCHAR NOT NULL,  -- transmission policy, e.g. tf_default
+    steps_per_s      DOUBLE NOT NULL,   -- worker steps per second, all workers
+    samples_per_s    DOUBLE NOT NULL,   -- steps_per_s * batch_size
+    mean_step_s      DOUBLE NOT NULL,   -- mean step time of one worker
+    ps_down_util     DOUBLE NOT NULL,   -- busy fraction of the PS NIC, PS -> workers
+    ps_up_util       DOUBLE NOT NULL,   -- busy fraction of the PS NIC, workers -> PS
+    blocked_fraction DOUBLE NOT NULL,   -- share of worker time waiting on communication
+    sim_time_s       DOUBLE NOT NULL,   -- simulated time span
+    events           BIGINT NOT NULL,   -- events the simulator processed
+    sim_wall_s       DOUBLE NOT NULL,   -- simulator wall time
+    seed             BIGINT NOT NULL    -- seed of the run's random Generator
+);
+
+CREATE TABLE runs (
+    created_utc TIMESTAMP NOT NULL,     -- when publish ran
+    sgdsim_version VARCHAR NOT NULL,
+    config_json VARCHAR NOT NULL        -- the validated config the results come from
+);

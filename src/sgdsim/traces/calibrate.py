@@ -1,0 +1,220 @@
+"""From normalized trace tables to the simulator's calibrated :class:`Workload`.
+
+Steps (all times from medians over the K traced steps):
+
+1. Worker ops are sorted by start time. Each op's compute time is its new
+   contribution to the union of busy intervals, so ops that ran in parallel
+   on several threads are not double-counted.
+2. An idle gap before an op is *explained* when the op waits for a pull that
+   arrived after the previous op ended; the simulator reproduces that wait. Any
+   other gap (executor scheduling) stays as compute time of the op.
+3. Ops are merged into segments: a new segment starts at an op that is the
+   first consumer of a pull, and ends after an op whose output is pushed.
+4. Each push costs the PS the run time of the PS ops reachable from its
+   ``_Recv`` (the update op, e.g. ``ResourceApplyGradientDescent``).
+5. Calibration: tracing slows every op (FULL_TRACE), so all traced durations
+   are scaled by ``f = median untraced step / median traced step`` (wall
+   times measured by the client around ``Session.run``). The part of a traced
+   step outside the trace's span (client, RPC) becomes the per-step overhead,
+   also scaled by ``f``. Transfers are not scaled: the simulator recomputes
+   them from the network.
+6. Network seen in the profile: see :func:`profile_network`. Its latency
+   (software time before the first pull lands) is moved into the pull start
+   offset, so the loopback replay uses the fitted bandwidth with zero latency.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict, deque
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sgdsim.errors import TraceError
+from sgdsim.simulation.workload import Network, Workload
+
+
+def tracing_factor(untraced_s: list[float], traced_s: list[float]) -> float:
+    """``median(untraced) / median(traced)``: scales traced durations to untraced time.
+
+    Raises:
+        TraceError: no step times.
+    """
+    if not untraced_s or not traced_s:
+        raise TraceError("meta.json: untraced_step_s and traced_step_s must be non-empty")
+    return statistics.median(untraced_s) / statistics.median(traced_s)
+
+
+def profile_network(transfers: pl.DataFrame) -> tuple[Network, float]:
+    """Fit the network seen while profiling from the pull records.
+
+    TensorFlow issues all pulls of a step together, so they share the link.
+    Under processor sharing with capacity ``C`` and latency ``α``, the i-th
+    pull to complete ends at ``t_i = t_0 + α + B_i / C``, where ``B_i`` is the
+    bytes of all pulls completed by then. A least-squares line of ``t_i − t_0``
+    on ``B_i`` per traced step gives ``α`` (intercept) and ``1/C`` (slope);
+    medians over steps are returned.
+
+    Returns:
+        ``(network, rms_residual_s)``: the fitted network (named ``profile``)
+        and the root-mean-square residual of the fit in seconds.
+    """
+    pulls = transfers.filter(pl.col("direction") == "pull").sort("step", "start_us", "tensor")
+    bws, lats, res = [], [], []
+    for _, g in pulls.group_by("step", maintain_order=True):
+        end = ((g["start_us"] + g["dur_us"]).to_numpy() - g["start_us"].min()) * 1e-6
+        order = np.argsort(end, kind="stable")
+        t = end[order]
+        cum = np.cumsum(g["bytes"].to_numpy()[order].astype(float))
+        if len(t) < 2 or cum[-1] <= 0:
+            continue
+        slope, icpt = np.polyfit(cum, t, 1)
+        if slope <= 0:
+            continue
+        bws.append(1.0 / slope)
+        lats.append(max(0.0, float(icpt)))
+        res.append(float(np.sqrt(np.mean((t - (icpt + slope * cum)) ** 2))))
+    if not bws:
+        return Network(bandwidth_Bps=1e12, latency_s=0.0, name="profile"), 0.0
+    net = Network(bandwidth_Bps=statistics.median(bws), latency_s=statistics.median(lats), name="profile")
+    return net, statistics.median(res)
+
+
+def build_workload(
+    ops: pl.DataFrame,
+    transfers: pl.DataFrame,
+    untraced_s: list[float],
+    traced_s: list[float],
+    batch_size: int,
+    meta: dict[str, Any] | None = None,
+) -> Workload:
+    """Build the calibrated single-worker :class:`Workload` from a profile's tables.
+
+    Args:
+        ops: op rows of all traced steps (see :data:`sgdsim.traces.parse.OPS_SCHEMA`).
+        transfers: transfer rows of all traced steps.
+        untraced_s, traced_s: client wall times of untraced and traced steps, seconds.
+        batch_size: samples per step.
+        meta: provenance stored in the workload.
+
+    Raises:
+        TraceError: the tables hold no worker ops.
+    """
+    f = tracing_factor(untraced_s, traced_s)
+    med = (
+        ops.group_by("role", "name")
+        .agg(
+            pl.col("start_us").median().alias("start"),
+            pl.col("dur_us").median().alias("dur"),
+            pl.col("inputs").first(),
+        )
+        .sort("start", "name")
+    )
+    w_ops = med.filter(pl.col("role") == "worker")
+    if w_ops.is_empty():
+        raise TraceError("trace holds no worker ops: was the worker traced with FULL_TRACE?")
+    names = w_ops["name"].to_list()
+    starts = w_ops["start"].to_numpy().astype(float)
+    durs = w_ops["dur"].to_numpy().astype(float)
+    inputs = w_ops["inputs"].to_list()
+    index = {n: i for i, n in enumerate(names)}
+
+    tmed = transfers.group_by("direction", "tensor").agg(
+        pl.col("bytes").max(),
+        pl.col("start_us").median().alias("start"),
+        (pl.col("start_us") + pl.col("dur_us")).median().alias("end"),
+        pl.col("recv_node").first(),
+        pl.col("src_op").first(),
+    ).sort("direction", "tensor")
+    pulls = tmed.filter(pl.col("direction") == "pull")
+    pushes = tmed.filter(pl.col("direction") == "push")
+
+    # first consumer of each pull in replay order
+    consumers: dict[str, int] = {}
+    for i, ins in enumerate(inputs):
+        for name in ins:
+            consumers.setdefault(name, i)
+    n_ops = len(names)
+    pull_op = [consumers.get(r, n_ops) if r else n_ops for r in pulls["recv_node"].to_list()]
+    pull_end = pulls["end"].to_list()
+    arrival_at: dict[int, float] = defaultdict(lambda: -np.inf)
+    for i, e in zip(pull_op, pull_end, strict=True):
+        arrival_at[i] = max(arrival_at[i], float(e))
+
+    # compute time per op: union contribution plus unexplained idle gap
+    op_time = np.zeros(n_ops)
+    prev_end = starts[0] if n_ops else 0.0
+    for i in range(n_ops):
+        s, e = starts[i], starts[i] + durs[i]
+        new = max(0.0, e - max(s, prev_end))
+        arr = arrival_at.get(i, -np.inf)
+        gap = max(0.0, s - max(prev_end, arr)) if arr > prev_end else max(0.0, s - prev_end)
+        op_time[i] = new + gap
+        prev_end = max(prev_end, e)
+
+    push_op = [index.get(s, -1) if s else -1 for s in pushes["src_op"].to_list()]
+    # segment boundaries: before first consumers of pulls, after producers of pushes
+    starts_seg = {0} | {i for i in pull_op if i < n_ops} | {i + 1 for i in push_op if 0 <= i < n_ops - 1}
+    bounds = sorted(starts_seg)
+    seg_of_op = np.searchsorted(np.asarray(bounds), np.arange(n_ops), side="right") - 1
+    seg_dur = np.add.reduceat(op_time, bounds) * f * 1e-6
+    n_seg = len(bounds)
+    pull_gate = [int(seg_of_op[i]) if i < n_ops else n_seg for i in pull_op]
+    push_seg = [int(seg_of_op[i]) if i >= 0 else -1 for i in push_op]
+
+    # PS update cost of each push: PS ops reachable from its _Recv node
+    ps_ops = med.filter(pl.col("role") == "ps")
+    ps_dur = dict(zip(ps_ops["name"].to_list(), ps_ops["dur"].to_list(), strict=True))
+    children: dict[str, list[str]] = defaultdict(list)
+    for name, ins in zip(ps_ops["name"].to_list(), ps_ops["inputs"].to_list(), strict=True):
+        for x in ins:
+            children[x].append(name)
+    claimed: set[str] = set()
+    push_update = []
+    for r in pushes["recv_node"].to_list():
+        total, queue = 0.0, deque(children.get(r, []) if r else [])
+        while queue:
+            op = queue.popleft()
+            if op in claimed:
+                continue
+            claimed.add(op)
+            total += float(ps_dur.get(op, 0.0))
+            queue.extend(children.get(op, []))
+        push_update.append(total * f * 1e-6)
+
+    steps = ops.group_by("step").agg(
+        pl.col("start_us").min().alias("t0"), (pl.col("start_us") + pl.col("dur_us")).max().alias("t1")
+    )
+    span_us = statistics.median((steps["t1"] - steps["t0"]).to_list())
+    overhead = max(0.0, statistics.median(traced_s) - span_us * 1e-6) * f
+    pull_start = (
+        transfers.filter(pl.col("direction") == "pull").group_by("step").agg(pl.col("start_us").min())
+    )["start_us"].median()
+    net, _ = profile_network(transfers)
+    # The fit's intercept is software time before the first pull lands (PS
+    # partition start, ReadVariableOp, gRPC): it is CPU time, slowed by
+    # tracing like compute, and it is paid once per step whatever the network,
+    # so it belongs to the step's pull start offset, not to the network.
+    pull_start_us = float(pull_start or 0.0) + net.latency_s * 1e6
+    info = dict(meta or {})
+    info.update(
+        tracing_factor=f,
+        trace_span_s=span_us * 1e-6,
+        profile_bandwidth_Bps=net.bandwidth_Bps,
+        profile_latency_s=net.latency_s,
+        worker_ops=n_ops,
+    )
+    return Workload(
+        seg_dur_s=np.asarray(seg_dur, dtype=np.float64),
+        pull_bytes=pulls["bytes"].to_numpy().astype(np.float64),
+        pull_gate=np.asarray(pull_gate, dtype=np.int64),
+        push_bytes=pushes["bytes"].to_numpy().astype(np.float64),
+        push_seg=np.asarray(push_seg, dtype=np.int64),
+        push_update_s=np.asarray(push_update, dtype=np.float64),
+        pull_start_s=pull_start_us * f * 1e-6,
+        overhead_s=overhead,
+        batch_size=batch_size,
+        meta=info,
+    )

@@ -1,0 +1,179 @@
+"""Normalize a raw profile directory into Parquet tables and a calibrated workload."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sgdsim.errors import TraceError
+from sgdsim.io import atomic_path
+from sgdsim.simulation import Network, simulate_async
+from sgdsim.traces.calibrate import build_workload, profile_network, tracing_factor
+from sgdsim.traces.parse import load_run_metadata, parse_step
+
+#: Files :func:`normalize_profile` writes into its output directory.
+TABLES = ("profile", "ops", "transfers", "params")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise TraceError(f"{path}: not found; run the profile stage first") from e
+    except ValueError as e:
+        raise TraceError(f"{path}: not valid JSON ({e}); re-run the profile stage") from e
+
+
+def params_table(variables: list[dict[str, Any]], ops: pl.DataFrame, transfers: pl.DataFrame) -> pl.DataFrame:
+    """One row per variable: bytes, PS shard, first forward consumer, gradient producer, update op.
+
+    Consumers and producers are op names on the worker; ``update_us`` is the
+    median traced duration of the variable's update op on the PS (µs).
+    """
+    ps = ops.filter(pl.col("role") == "ps")
+    reads: dict[str, list[str]] = {}
+    for name, typ, ins in ps.select("name", "op_type", "inputs").iter_rows():
+        if typ == "ReadVariableOp" and ins:
+            reads.setdefault(ins[0], []).append(name)
+    upd_us = dict(
+        ps.group_by("name").agg(pl.col("dur_us").median()).iter_rows()
+    )
+    update_inputs = dict(
+        ps.group_by("name").agg(pl.col("inputs").first()).iter_rows()
+    )
+    w = (
+        ops.filter(pl.col("role") == "worker")
+        .group_by("name")
+        .agg(pl.col("start_us").median(), pl.col("inputs").first())
+        .sort("start_us", "name")
+    )
+    first_use: dict[str, str] = {}
+    for name, _, ins in w.iter_rows():
+        for x in ins:
+            first_use.setdefault(x, name)
+    t = transfers.unique(["direction", "tensor"]).sort("tensor")
+    pull_recv: dict[str, list[str]] = {}
+    for src, recv in t.filter(pl.col("direction") == "pull").select("src_op", "recv_node").iter_rows():
+        pull_recv.setdefault(src, []).append(recv)
+    push_t = t.filter(pl.col("direction") == "push")
+    push_src = dict(push_t.select("recv_node", "src_op").iter_rows())
+    push_bytes = dict(push_t.select("recv_node", "bytes").iter_rows())
+    order = {n: i for i, n in enumerate(w["name"].to_list())}
+    rows = []
+    for v in variables:
+        recvs = [r for op in reads.get(v["variable"], []) for r in pull_recv.get(op, [])]
+        consumers = [first_use[r] for r in recvs if r in first_use]
+        consumer = min(consumers, key=order.__getitem__) if consumers else None
+        upd = v.get("update_op")
+        # the update op reads (variable, learning rate, gradient): the gradient is its largest push
+        pushed = [x for x in update_inputs.get(upd, []) if x in push_src]
+        grad = push_src[max(pushed, key=push_bytes.__getitem__)] if pushed else None
+        rows.append(
+            {
+                "variable": v["variable"],
+                "bytes": int(v["bytes"]),
+                "shard": v["device"],
+                "trainable": bool(v["trainable"]),
+                "first_consumer_op": consumer,
+                "gradient_op": grad,
+                "update_op": upd,
+                "update_us": float(upd_us[upd]) if upd in upd_us else None,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "variable": pl.Utf8, "bytes": pl.Int64, "shard": pl.Utf8, "trainable": pl.Boolean,
+            "first_consumer_op": pl.Utf8, "gradient_op": pl.Utf8, "update_op": pl.Utf8,
+            "update_us": pl.Float64,
+        },
+    )
+
+
+def normalize_profile(
+    profile_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    workload_path: str | os.PathLike[str],
+    profile_id: str | None = None,
+) -> None:
+    """Parse every ``trace_*.pb`` of ``profile_dir``; write tables and workload.
+
+    Writes ``{out_dir}/{profile,ops,transfers,params}.parquet`` and the
+    calibrated workload JSON at ``workload_path``. Everything is written under
+    temporary names first: on error nothing new is left behind.
+
+    Raises:
+        TraceError: a trace or metadata file is missing, empty, truncated or not
+            TensorFlow's (the message names the file).
+    """
+    src = Path(profile_dir)
+    meta = _read_json(src / "meta.json")
+    variables = _read_json(src / "variables.json")
+    traces = sorted(src.glob("trace_*.pb"), key=lambda p: int(p.stem.split("_")[1]))
+    if not traces:
+        raise TraceError(f"{src}: no trace_*.pb files; run the profile stage first")
+    spec = meta["spec"]
+    pid = profile_id or f"{spec['hardware']}/{spec['model']}"
+    ops_l, tr_l = [], []
+    for k, path in enumerate(traces):
+        st = parse_step(load_run_metadata(path), k, str(path))
+        ops_l.append(st.ops)
+        tr_l.append(st.transfers)
+    ops = pl.concat(ops_l)
+    transfers = pl.concat(tr_l)
+    params = params_table(variables, ops, transfers)
+    untraced, traced = meta["untraced_step_s"], meta["traced_step_s"]
+    workload = build_workload(
+        ops, transfers, untraced, traced, int(spec["batch_size"]),
+        meta={"profile_id": pid, "model": spec["model"], "hardware": spec["hardware"]},
+    )
+    net, net_rms = profile_network(transfers)
+    loopback = Network(net.bandwidth_Bps, 0.0, "profile")  # its latency is in pull_start_s
+    replay = simulate_async(workload, loopback, workers=1, steps_per_worker=12, warmup_steps=2)
+    q = statistics.quantiles(untraced, n=4) if len(untraced) > 1 else [untraced[0]] * 3
+    profile = pl.DataFrame(
+        [
+            {
+                "profile_id": pid,
+                "model": spec["model"],
+                "hardware": spec["hardware"],
+                "device": spec["device"],
+                "batch_size": int(spec["batch_size"]),
+                "image_size": int(spec["image_size"]),
+                "classes": int(spec["classes"]),
+                "tf_version": meta["tf_version"],
+                "host": meta["host"],
+                "param_count": int(meta["param_count"]),
+                "param_bytes": int(meta["param_bytes"]),
+                "traced_steps": len(traces),
+                "untraced_step_s": statistics.median(untraced),
+                "untraced_step_iqr_s": q[2] - q[0],
+                "traced_step_s": statistics.median(traced),
+                "tracing_factor": tracing_factor(untraced, traced),
+                "profile_bandwidth_Bps": net.bandwidth_Bps,
+                "profile_latency_s": net.latency_s,
+                "profile_fit_rms_s": net_rms,
+                "replay_step_s": replay.mean_step_s,
+                "compute_s": workload.compute_s,
+            }
+        ]
+    )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {"profile": profile, "ops": ops, "transfers": transfers, "params": params}
+    with atomic_path(out / ".staging") as tmp:
+        tmp.mkdir()
+        for name, df in tables.items():
+            if name != "profile":
+                df = df.select(pl.lit(pid).alias("profile_id"), pl.all())
+            df.write_parquet(tmp / f"{name}.parquet")
+        workload.save(str(tmp / "workload.json"))
+        for name in tables:
+            os.replace(tmp / f"{name}.parquet", out / f"{name}.parquet")
+        Path(workload_path).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp / "workload.json", workload_path)

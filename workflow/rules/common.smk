@@ -1,0 +1,35 @@
+from sgdsim.config import check_config
+
+check_config(config)
+
+
+wildcard_constraints:
+    hardware=r"[A-Za-z0-9_.-]+",
+    model=r"[A-Za-z0-9_.-]+",
+    network=r"[A-Za-z0-9_.-]+",
+    policy=r"[a-z0-9_]+",
+    mode=r"[a-z]+",
+    workers=r"\d+",
+
+
+MODELS = [m["name"] for m in config["models"]]
+HARDWARE = [h["name"] for h in config["hardware"]]
+NETWORKS = [n["name"] for n in config["networks"]]
+
+
+def profile_tables():
+    """Normalized table directories of every (hardware, model) profile."""
+    return expand("results/tables/{hardware}/{model}", hardware=HARDWARE, model=MODELS)
+
+
+def prediction_files():
+    """One Parquet file per grid point: hardware x model x network x policy x mode x workers."""
+    return expand(
+        "results/predictions/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
+        hardware=HARDWARE,
+        model=MODELS,
+        network=NETWORKS,
+        policy=config["policies"],
+        mode=config["modes"],
+        workers=config["workers"],
+    )

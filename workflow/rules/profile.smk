@@ -1,0 +1,12 @@
+rule profile:
+    """Real TensorFlow training of one worker against one PS, with FULL_TRACE steps."""
+    output:
+        profile=directory("results/profiles/{hardware}/{model}"),
+    log:
+        "results/logs/profile/{hardware}/{model}.log",
+    threads: workflow.cores  # alone on the node: other jobs would skew the timings
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/profile.py"

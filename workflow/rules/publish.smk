@@ -1,0 +1,14 @@
+rule publish:
+    """The only writer of the DuckDB store: tables over the Parquet shards, plus views."""
+    input:
+        tables=profile_tables(),
+        predictions=prediction_files(),
+    output:
+        db="results/sgdsim.duckdb",
+    log:
+        "results/logs/publish.log",
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/publish.py"

@@ -1,0 +1,7 @@
+import sys
+
+sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
+
+from sgdsim.pipeline import normalize_stage  # noqa: E402
+
+normalize_stage(snakemake.input.profile, snakemake.output.tables, snakemake.output.workload)

@@ -1,0 +1,7 @@
+import sys
+
+sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
+
+from sgdsim.pipeline import profile_stage  # noqa: E402
+
+profile_stage(snakemake.config, snakemake.wildcards.hardware, snakemake.wildcards.model, snakemake.output.profile)
