@@ -17,6 +17,6 @@ include: "workflow/rules/publish.smk"
 
 
 rule all:
+    default_target: True
     input:
         rules.publish.output.db,
-    default_target: True

@@ -15,7 +15,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("sql")
-@click.option("--db", default="results/sgdsim.duckdb", show_default=True, help="DuckDB store to query.")
+@click.option(
+    "--db", default="results/sgdsim.duckdb", show_default=True, help="DuckDB store to query."
+)
 @click.option("--max-rows", default=100, show_default=True, help="Rows to print at most.")
 def query(sql: str, db: str, max_rows: int) -> None:
     """Run SQL against the store (read-only) and print the result as a table.
@@ -52,7 +54,8 @@ def tables(db: str) -> None:
     except FileNotFoundError as e:
         raise click.ClickException(str(e)) from e
     for name, kind in con.execute(
-        "SELECT table_name, table_type FROM information_schema.tables ORDER BY table_type, table_name"
+        "SELECT table_name, table_type FROM information_schema.tables "
+        "ORDER BY table_type, table_name"
     ).fetchall():
         n = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
         click.echo(f"{name:<14} {kind.lower():<10} {n[0] if n else 0:>10,} rows")

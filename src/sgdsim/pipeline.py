@@ -28,7 +28,11 @@ def profile_stage(config: dict[str, Any], hardware: str, model: str, out_dir: st
     """Profile ``model`` on ``hardware`` (see :func:`sgdsim.profiling.run_profile`)."""
     from sgdsim.profiling import ProfileSpec, run_profile
 
-    m, h, p = _entry(config, "models", model), _entry(config, "hardware", hardware), config["profile"]
+    m, h, p = (
+        _entry(config, "models", model),
+        _entry(config, "hardware", hardware),
+        config["profile"],
+    )
     spec = ProfileSpec(
         model=model,
         hardware=hardware,
@@ -96,6 +100,9 @@ def publish_stage(
     """Build ``results/sgdsim.duckdb`` (see :func:`sgdsim.store.publish`)."""
     from sgdsim.store import publish
 
-    publish(db_path, [Path(d) for d in tables_dirs], [Path(p) for p in prediction_files],
-            config_json=json.dumps(config, sort_keys=True, default=str))
-
+    publish(
+        db_path,
+        [Path(d) for d in tables_dirs],
+        [Path(p) for p in prediction_files],
+        config_json=json.dumps(config, sort_keys=True, default=str),
+    )

@@ -47,7 +47,9 @@ def publish(
             for table, stem in PROFILE_TABLES.items():
                 files = [str(d / f"{stem}.parquet") for d in tables_dirs]
                 if files:
-                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [files])
+                    con.execute(
+                        f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [files]
+                    )
             if prediction_files:
                 con.execute(
                     "INSERT INTO predictions BY NAME SELECT * FROM read_parquet(?)",

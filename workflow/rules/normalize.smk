@@ -7,6 +7,8 @@ rule normalize:
         workload="results/workloads/{hardware}/{model}.json",
     log:
         "results/logs/normalize/{hardware}/{model}.log",
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=2000,
         runtime=10,

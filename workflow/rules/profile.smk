@@ -4,6 +4,8 @@ rule profile:
         profile=directory("results/profiles/{hardware}/{model}"),
     log:
         "results/logs/profile/{hardware}/{model}.log",
+    conda:
+        "../../environment.yml"
     threads: workflow.cores  # alone on the node: other jobs would skew the timings
     resources:
         mem_mb=4000,

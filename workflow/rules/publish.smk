@@ -7,6 +7,8 @@ rule publish:
         db="results/sgdsim.duckdb",
     log:
         "results/logs/publish.log",
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=2000,
         runtime=10,

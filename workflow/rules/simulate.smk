@@ -6,10 +6,12 @@ rule simulate:
         prediction="results/predictions/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
     log:
         "results/logs/simulate/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.log",
+    group:
+        "simulate"
+    conda:
+        "../../environment.yml"
     resources:
         mem_mb=1000,
         runtime=10,
-    group:
-        "simulate"
     script:
         "../scripts/simulate.py"

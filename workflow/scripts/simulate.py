@@ -2,6 +2,11 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
 
-from sgdsim.pipeline import simulate_stage  # noqa: E402
+from sgdsim.pipeline import simulate_stage
 
-simulate_stage(snakemake.config, snakemake.input.workload, snakemake.output.prediction, dict(snakemake.wildcards))
+simulate_stage(
+    snakemake.config,
+    snakemake.input.workload,
+    snakemake.output.prediction,
+    dict(snakemake.wildcards),
+)

@@ -26,7 +26,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 def spawn(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own process group; it is SIGKILLed if this process dies."""
     err = sys.stderr if hasattr(sys.stderr, "fileno") else None
-    return subprocess.Popen(  # noqa: PLW1509
+    return subprocess.Popen(
         list(argv), env=env, stdout=err, stderr=err, preexec_fn=_die_with_parent
     )
 

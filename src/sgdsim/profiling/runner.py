@@ -42,17 +42,35 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
         tmp.mkdir(parents=True)
         ps = spawn(
             [
-                sys.executable, "-m", "sgdsim.profiling.server",
-                "--cluster", json.dumps(cluster), "--job", "ps", "--task", "0",
-                "--intra", str(spec.intra_op_threads), "--inter", str(spec.inter_op_threads),
-                "--lifetime", str(spec.timeout_s + 30),
+                sys.executable,
+                "-m",
+                "sgdsim.profiling.server",
+                "--cluster",
+                json.dumps(cluster),
+                "--job",
+                "ps",
+                "--task",
+                "0",
+                "--intra",
+                str(spec.intra_op_threads),
+                "--inter",
+                str(spec.inter_op_threads),
+                "--lifetime",
+                str(spec.timeout_s + 30),
             ],
             env,
         )
         worker = spawn(
             [
-                sys.executable, "-m", "sgdsim.profiling.worker",
-                "--spec", spec.to_json(), "--cluster", json.dumps(cluster), "--out", str(tmp),
+                sys.executable,
+                "-m",
+                "sgdsim.profiling.worker",
+                "--spec",
+                spec.to_json(),
+                "--cluster",
+                json.dumps(cluster),
+                "--out",
+                str(tmp),
             ],
             env,
         )
@@ -83,7 +101,13 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
             stop(worker)
             stop(ps)
         missing = [f for f in PROFILE_FILES if not (tmp / f).exists()]
-        missing += [f"trace_{k}.pb" for k in range(spec.traced_steps) if not (tmp / f"trace_{k}.pb").exists()]
+        missing += [
+            f"trace_{k}.pb"
+            for k in range(spec.traced_steps)
+            if not (tmp / f"trace_{k}.pb").exists()
+        ]
         if missing:
-            raise ProfileError(f"profile {spec.hardware}/{spec.model}: missing {', '.join(missing)}")
+            raise ProfileError(
+                f"profile {spec.hardware}/{spec.model}: missing {', '.join(missing)}"
+            )
     return Path(out_dir)

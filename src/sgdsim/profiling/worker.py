@@ -75,7 +75,10 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
             shape = (spec.batch_size, spec.image_size, spec.image_size, 3)
             x = tf.random.uniform(shape, seed=spec.seed, name="synthetic_images")
             y = tf.random.uniform(
-                (spec.batch_size,), maxval=spec.classes, dtype=tf.int32, seed=spec.seed + 1,
+                (spec.batch_size,),
+                maxval=spec.classes,
+                dtype=tf.int32,
+                seed=spec.seed + 1,
                 name="synthetic_labels",
             )
             model = build_model(spec.model, x, spec.classes)

@@ -50,6 +50,7 @@ class AsyncResult:
         blocked_fraction: share of a worker's time neither computing nor in the
             per-step overhead, i.e. waiting for communication or the PS (0…1).
         sim_time_s: simulated time span in seconds.
+        bytes_pulled, bytes_pushed: bytes carried by the PS NIC in each direction.
         events: events processed.
         wall_s: simulator wall time in seconds (not deterministic).
         seed: seed of the run's numpy Generator.
@@ -66,6 +67,8 @@ class AsyncResult:
     ps_up_util: float
     blocked_fraction: float
     sim_time_s: float
+    bytes_pulled: float
+    bytes_pushed: float
     events: int
     wall_s: float
     seed: int
@@ -306,6 +309,8 @@ def simulate_async(
         ps_up_util=min(1.0, links[_UP].busy_s / span),
         blocked_fraction=max(0.0, blocked),
         sim_time_s=now,
+        bytes_pulled=links[_DOWN].bytes_done,
+        bytes_pushed=links[_UP].bytes_done,
         events=n_events,
         wall_s=time.perf_counter() - wall0,
         seed=seed,

@@ -50,7 +50,17 @@ class PSLink:
         bytes_done: bytes of all flows that have left, bytes.
     """
 
-    __slots__ = ("_conns", "_heap", "_seq", "active_conns", "busy_s", "bytes_done", "capacity", "g", "t")
+    __slots__ = (
+        "_conns",
+        "_heap",
+        "_seq",
+        "active_conns",
+        "busy_s",
+        "bytes_done",
+        "capacity",
+        "g",
+        "t",
+    )
 
     def __init__(self, capacity_Bps: float) -> None:
         if not capacity_Bps > 0:
@@ -60,7 +70,9 @@ class PSLink:
         self.t = 0.0
         self.active_conns = 0
         self._conns: dict[Any, _Conn] = {}
-        self._heap: list[tuple[float, int, Any, int]] = []  # (G at next departure, seq, conn, version)
+        self._heap: list[
+            tuple[float, int, Any, int]
+        ] = []  # (G at next departure, seq, conn, version)
         self._seq = 0
         self.busy_s = 0.0
         self.bytes_done = 0.0

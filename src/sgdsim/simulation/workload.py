@@ -35,7 +35,9 @@ class Network:
 
     def __post_init__(self) -> None:
         if not self.bandwidth_Bps > 0:
-            raise ValueError(f"network {self.name}: bandwidth must be > 0, got {self.bandwidth_Bps}")
+            raise ValueError(
+                f"network {self.name}: bandwidth must be > 0, got {self.bandwidth_Bps}"
+            )
         if self.latency_s < 0:
             raise ValueError(f"network {self.name}: latency must be >= 0, got {self.latency_s}")
 
@@ -81,13 +83,19 @@ class Workload:
         s = len(self.seg_dur_s)
         checks = [
             (s >= 1, "at least one compute segment"),
-            (len(self.pull_bytes) == len(self.pull_gate), "pull_bytes and pull_gate of equal length"),
+            (
+                len(self.pull_bytes) == len(self.pull_gate),
+                "pull_bytes and pull_gate of equal length",
+            ),
             (
                 len(self.push_bytes) == len(self.push_seg) == len(self.push_update_s),
                 "push arrays of equal length",
             ),
             (bool(np.all(self.seg_dur_s >= 0)), "non-negative segment durations"),
-            (bool(np.all(self.pull_bytes >= 0)) and bool(np.all(self.push_bytes >= 0)), "non-negative sizes"),
+            (
+                bool(np.all(self.pull_bytes >= 0)) and bool(np.all(self.push_bytes >= 0)),
+                "non-negative sizes",
+            ),
             (bool(np.all((self.pull_gate >= 0) & (self.pull_gate <= s))), "pull_gate in [0, S]"),
             (bool(np.all((self.push_seg >= -1) & (self.push_seg < s))), "push_seg in [-1, S-1]"),
             (bool(np.all(self.push_update_s >= 0)), "non-negative update times"),
@@ -143,4 +151,6 @@ class Workload:
             with open(path) as fh:
                 return cls.from_dict(json.load(fh))
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise TraceError(f"{path}: not a readable sgdsim workload ({e}); re-run normalize") from e
+            raise TraceError(
+                f"{path}: not a readable sgdsim workload ({e}); re-run normalize"
+            ) from e

@@ -84,6 +84,8 @@ CREATE TABLE predictions (
     ps_up_util       DOUBLE NOT NULL,   -- busy fraction of the PS NIC, workers -> PS
     blocked_fraction DOUBLE NOT NULL,   -- share of worker time waiting on communication
     sim_time_s       DOUBLE NOT NULL,   -- simulated time span
+    bytes_pulled     DOUBLE NOT NULL,   -- bytes carried PS -> workers in the run
+    bytes_pushed     DOUBLE NOT NULL,   -- bytes carried workers -> PS in the run
     events           BIGINT NOT NULL,   -- events the simulator processed
     sim_wall_s       DOUBLE NOT NULL,   -- simulator wall time
     seed             BIGINT NOT NULL    -- seed of the run's random Generator

@@ -78,7 +78,9 @@ def profile_network(transfers: pl.DataFrame) -> tuple[Network, float]:
         res.append(float(np.sqrt(np.mean((t - (icpt + slope * cum)) ** 2))))
     if not bws:
         return Network(bandwidth_Bps=1e12, latency_s=0.0, name="profile"), 0.0
-    net = Network(bandwidth_Bps=statistics.median(bws), latency_s=statistics.median(lats), name="profile")
+    net = Network(
+        bandwidth_Bps=statistics.median(bws), latency_s=statistics.median(lats), name="profile"
+    )
     return net, statistics.median(res)
 
 
@@ -121,13 +123,17 @@ def build_workload(
     inputs = w_ops["inputs"].to_list()
     index = {n: i for i, n in enumerate(names)}
 
-    tmed = transfers.group_by("direction", "tensor").agg(
-        pl.col("bytes").max(),
-        pl.col("start_us").median().alias("start"),
-        (pl.col("start_us") + pl.col("dur_us")).median().alias("end"),
-        pl.col("recv_node").first(),
-        pl.col("src_op").first(),
-    ).sort("direction", "tensor")
+    tmed = (
+        transfers.group_by("direction", "tensor")
+        .agg(
+            pl.col("bytes").max(),
+            pl.col("start_us").median().alias("start"),
+            (pl.col("start_us") + pl.col("dur_us")).median().alias("end"),
+            pl.col("recv_node").first(),
+            pl.col("src_op").first(),
+        )
+        .sort("direction", "tensor")
+    )
     pulls = tmed.filter(pl.col("direction") == "pull")
     pushes = tmed.filter(pl.col("direction") == "push")
 
@@ -156,7 +162,9 @@ def build_workload(
 
     push_op = [index.get(s, -1) if s else -1 for s in pushes["src_op"].to_list()]
     # segment boundaries: before first consumers of pulls, after producers of pushes
-    starts_seg = {0} | {i for i in pull_op if i < n_ops} | {i + 1 for i in push_op if 0 <= i < n_ops - 1}
+    starts_seg = (
+        {0} | {i for i in pull_op if i < n_ops} | {i + 1 for i in push_op if 0 <= i < n_ops - 1}
+    )
     bounds = sorted(starts_seg)
     seg_of_op = np.searchsorted(np.asarray(bounds), np.arange(n_ops), side="right") - 1
     seg_dur = np.add.reduceat(op_time, bounds) * f * 1e-6
@@ -185,13 +193,17 @@ def build_workload(
         push_update.append(total * f * 1e-6)
 
     steps = ops.group_by("step").agg(
-        pl.col("start_us").min().alias("t0"), (pl.col("start_us") + pl.col("dur_us")).max().alias("t1")
+        pl.col("start_us").min().alias("t0"),
+        (pl.col("start_us") + pl.col("dur_us")).max().alias("t1"),
     )
     span_us = statistics.median((steps["t1"] - steps["t0"]).to_list())
     overhead = max(0.0, statistics.median(traced_s) - span_us * 1e-6) * f
     pull_start = (
-        transfers.filter(pl.col("direction") == "pull").group_by("step").agg(pl.col("start_us").min())
+        transfers.filter(pl.col("direction") == "pull")
+        .group_by("step")
+        .agg(pl.col("start_us").min())
     )["start_us"].median()
+    assert pull_start is None or isinstance(pull_start, int | float)
     net, _ = profile_network(transfers)
     # The fit's intercept is software time before the first pull lands (PS
     # partition start, ReadVariableOp, gRPC): it is CPU time, slowed by

@@ -29,7 +29,9 @@ def _read_json(path: Path) -> Any:
         raise TraceError(f"{path}: not valid JSON ({e}); re-run the profile stage") from e
 
 
-def params_table(variables: list[dict[str, Any]], ops: pl.DataFrame, transfers: pl.DataFrame) -> pl.DataFrame:
+def params_table(
+    variables: list[dict[str, Any]], ops: pl.DataFrame, transfers: pl.DataFrame
+) -> pl.DataFrame:
     """One row per variable: bytes, PS shard, first forward consumer, gradient producer, update op.
 
     Consumers and producers are op names on the worker; ``update_us`` is the
@@ -40,12 +42,8 @@ def params_table(variables: list[dict[str, Any]], ops: pl.DataFrame, transfers: 
     for name, typ, ins in ps.select("name", "op_type", "inputs").iter_rows():
         if typ == "ReadVariableOp" and ins:
             reads.setdefault(ins[0], []).append(name)
-    upd_us = dict(
-        ps.group_by("name").agg(pl.col("dur_us").median()).iter_rows()
-    )
-    update_inputs = dict(
-        ps.group_by("name").agg(pl.col("inputs").first()).iter_rows()
-    )
+    upd_us = dict(ps.group_by("name").agg(pl.col("dur_us").median()).iter_rows())
+    update_inputs = dict(ps.group_by("name").agg(pl.col("inputs").first()).iter_rows())
     w = (
         ops.filter(pl.col("role") == "worker")
         .group_by("name")
@@ -58,7 +56,9 @@ def params_table(variables: list[dict[str, Any]], ops: pl.DataFrame, transfers: 
             first_use.setdefault(x, name)
     t = transfers.unique(["direction", "tensor"]).sort("tensor")
     pull_recv: dict[str, list[str]] = {}
-    for src, recv in t.filter(pl.col("direction") == "pull").select("src_op", "recv_node").iter_rows():
+    for src, recv in (
+        t.filter(pl.col("direction") == "pull").select("src_op", "recv_node").iter_rows()
+    ):
         pull_recv.setdefault(src, []).append(recv)
     push_t = t.filter(pl.col("direction") == "push")
     push_src = dict(push_t.select("recv_node", "src_op").iter_rows())
@@ -88,8 +88,13 @@ def params_table(variables: list[dict[str, Any]], ops: pl.DataFrame, transfers: 
     return pl.DataFrame(
         rows,
         schema={
-            "variable": pl.Utf8, "bytes": pl.Int64, "shard": pl.Utf8, "trainable": pl.Boolean,
-            "first_consumer_op": pl.Utf8, "gradient_op": pl.Utf8, "update_op": pl.Utf8,
+            "variable": pl.Utf8,
+            "bytes": pl.Int64,
+            "shard": pl.Utf8,
+            "trainable": pl.Boolean,
+            "first_consumer_op": pl.Utf8,
+            "gradient_op": pl.Utf8,
+            "update_op": pl.Utf8,
             "update_us": pl.Float64,
         },
     )
@@ -129,7 +134,11 @@ def normalize_profile(
     params = params_table(variables, ops, transfers)
     untraced, traced = meta["untraced_step_s"], meta["traced_step_s"]
     workload = build_workload(
-        ops, transfers, untraced, traced, int(spec["batch_size"]),
+        ops,
+        transfers,
+        untraced,
+        traced,
+        int(spec["batch_size"]),
         meta={"profile_id": pid, "model": spec["model"], "hardware": spec["hardware"]},
     )
     net, net_rms = profile_network(transfers)

@@ -35,7 +35,7 @@ _RECV = re.compile(r"(?P<tensor>edge_\d+_\S+) from (?P<src>\S+) to (?P<dst>\S+)"
 _SIZE = re.compile(r"^\[(?P<num>[\d.]+)(?P<unit>B|KB|MB|GB)\]")
 _UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 
-OPS_SCHEMA = {
+OPS_SCHEMA: dict[str, Any] = {
     "step": pl.Int32,
     "role": pl.Utf8,
     "device": pl.Utf8,
@@ -45,7 +45,7 @@ OPS_SCHEMA = {
     "dur_us": pl.Int64,
     "inputs": pl.List(pl.Utf8),
 }
-TRANSFERS_SCHEMA = {
+TRANSFERS_SCHEMA: dict[str, Any] = {
     "step": pl.Int32,
     "direction": pl.Utf8,
     "tensor": pl.Utf8,
@@ -171,4 +171,6 @@ def parse_step(md: Any, step: int, source: str = "<trace>") -> StepTables:
         ops["start_us"].append(start)
         ops["dur_us"].append(dur)
         ops["inputs"].append(inputs)
-    return StepTables(pl.DataFrame(ops, schema=OPS_SCHEMA), pl.DataFrame(tr, schema=TRANSFERS_SCHEMA))
+    return StepTables(
+        pl.DataFrame(ops, schema=OPS_SCHEMA), pl.DataFrame(tr, schema=TRANSFERS_SCHEMA)
+    )

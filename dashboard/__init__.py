@@ -1,0 +1,1 @@
+"""The sgdsim Dash app (reads the DuckDB store read-only)."""

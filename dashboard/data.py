@@ -1,0 +1,28 @@
+"""Read-only access to the store for the dashboard's pages."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import polars as pl
+
+from sgdsim.store import connect_read_only
+
+DEFAULT_DB = "results/sgdsim.duckdb"
+
+
+def db_path() -> str:
+    """Store the app reads: ``$SGDSIM_DB`` or ``results/sgdsim.duckdb``."""
+    return os.environ.get("SGDSIM_DB", DEFAULT_DB)
+
+
+def fetch(sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+    """Run ``sql`` on a fresh read-only connection; return a polars DataFrame."""
+    con = connect_read_only(db_path())
+    try:
+        cur = con.execute(sql, params or [])
+        cols = [d[0] for d in cur.description or []]
+        return pl.DataFrame(cur.fetchall(), schema=cols, orient="row")
+    finally:
+        con.close()

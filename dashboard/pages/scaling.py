@@ -1,0 +1,60 @@
+"""Page: predicted throughput vs workers, per model, one line per network."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, callback, dcc, html
+
+from dashboard.data import fetch
+from dashboard.figures import METRICS, scaling_figure
+
+dash.register_page(__name__, path="/", name="Scaling", title="sgdsim: scaling")
+
+
+def layout(**_: Any) -> html.Div:
+    models = fetch("SELECT DISTINCT model FROM predictions ORDER BY model")["model"].to_list()
+    nets = fetch(
+        "SELECT network, min(bandwidth_bps) AS b FROM predictions GROUP BY network ORDER BY b"
+    )["network"].to_list()
+    return html.Div(
+        [
+            html.H2("Throughput vs workers"),
+            html.Div(
+                [
+                    html.Label("Model", htmlFor="scaling-model"),
+                    dcc.Dropdown(
+                        models, models[0] if models else None, id="scaling-model", clearable=False
+                    ),
+                    html.Label("Networks"),
+                    dcc.Checklist(nets, nets, id="scaling-networks", inline=True),
+                    html.Label("Metric"),
+                    dcc.RadioItems(
+                        [{"label": v, "value": k} for k, v in METRICS.items()],
+                        "samples_per_s",
+                        id="scaling-metric",
+                    ),
+                ],
+                style={"maxWidth": "640px"},
+            ),
+            dcc.Graph(id="scaling-graph"),
+        ]
+    )
+
+
+@callback(
+    Output("scaling-graph", "figure"),
+    Input("scaling-model", "value"),
+    Input("scaling-networks", "value"),
+    Input("scaling-metric", "value"),
+)
+def update_scaling(model: str | None, networks: list[str] | None, metric: str) -> Any:
+    """Figure for the selected model, networks and metric (policy tf_default, async)."""
+    if not model:
+        return scaling_figure(fetch("SELECT * FROM scaling WHERE false"), "no model", metric)
+    df = fetch(
+        "SELECT * FROM scaling WHERE model = ? AND list_contains(?, network) ORDER BY workers",
+        [model, list(networks or [])],
+    )
+    return scaling_figure(df, model, metric)

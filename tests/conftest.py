@@ -1,0 +1,68 @@
+"""Shared fixtures: real profiles and a real tiny pipeline run, made once per session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_PARTS = ("Snakefile", "workflow", "config", ".test")
+
+
+def copy_workflow(dest: Path) -> Path:
+    """Copy the workflow (not results/) into ``dest`` so a test can run it there."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for part in WORKFLOW_PARTS:
+        src = ROOT / part
+        if src.is_dir():
+            shutil.copytree(
+                src, dest / part, ignore=shutil.ignore_patterns("results", "__pycache__")
+            )
+        else:
+            shutil.copy2(src, dest / part)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the real Snakemake CLI in ``workdir``; returns the completed process."""
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A complete real run of the pipeline on ``.test/config.yaml``; returns its workdir."""
+    wd = copy_workflow(tmp_path_factory.mktemp("tiny"))
+    r = snakemake(wd, "--cores", "2", "--configfile", ".test/config.yaml")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return wd
+
+
+@pytest.fixture(scope="session")
+def lenet_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real TensorFlow profile of LeNet5 (one worker, one PS, two traced steps)."""
+    from sgdsim.profiling import ProfileSpec, run_profile
+
+    out = tmp_path_factory.mktemp("lenet") / "profile"
+    spec = ProfileSpec(
+        model="LeNet5",
+        batch_size=8,
+        image_size=32,
+        timed_steps=3,
+        traced_steps=2,
+        intra_op_threads=1,
+        inter_op_threads=1,
+        timeout_s=300,
+    )
+    return run_profile(spec, out)

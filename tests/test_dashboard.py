@@ -1,0 +1,129 @@
+"""The dashboard: figure functions directly, and the real page in headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import ROOT
+
+from dashboard.figures import scaling_figure
+from sgdsim.profiling.procs import free_ports, spawn, stop
+
+
+def test_scaling_figure_has_one_line_per_network_sorted_by_bandwidth():
+    df = pl.DataFrame(
+        {
+            "network": ["fast", "fast", "slow", "slow"],
+            "bandwidth_bps": [1e10, 1e10, 1e8, 1e8],
+            "workers": [2, 1, 1, 2],
+            "samples_per_s": [20.0, 10.0, 5.0, 6.0],
+        }
+    )
+    fig = scaling_figure(df, "M", "samples_per_s")
+    assert [t.name for t in fig.data] == ["slow", "fast"]
+    assert list(fig.data[1].x) == [1, 2] and list(fig.data[1].y) == [10.0, 20.0]
+    assert "M" in fig.layout.title.text
+    with pytest.raises(ValueError, match="metric"):
+        scaling_figure(df, "M", "nope")
+
+
+def _browser_missing() -> str | None:
+    for exe in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
+        if not Path(exe).exists():
+            return f"{exe} not installed (apt-get install chromium chromium-driver)"
+    return None
+
+
+@pytest.fixture
+def dashboard_url(tiny_run: Path) -> Iterator[str]:
+    (port,) = free_ports(1)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = spawn(
+        [
+            sys.executable,
+            "-m",
+            "dashboard.app",
+            "--db",
+            str(tiny_run / "results" / "sgdsim.duckdb"),
+            "--port",
+            str(port),
+        ],
+        env,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_scaling_page_renders_and_reacts_in_headless_chromium(dashboard_url: str):
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser test must run in CI: {missing}")
+        pytest.skip(missing)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1200,900",
+    ):
+        opts.add_argument(flag)
+    profile_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"sgdsim-chrome-{os.getpid()}"
+    opts.add_argument(f"--user-data-dir={profile_dir}")
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    try:
+        driver.set_page_load_timeout(60)
+        driver.get(dashboard_url)
+        wait = WebDriverWait(driver, 60)
+        traces = lambda d: d.find_elements(By.CSS_SELECTOR, "#scaling-graph .scatterlayer .trace")
+        wait.until(lambda d: len(traces(d)) == 2)
+        title = driver.find_element(By.CSS_SELECTOR, "#scaling-graph .gtitle").text
+        assert "LeNet5" in title
+        legend = [
+            e.text for e in driver.find_elements(By.CSS_SELECTOR, "#scaling-graph .legendtext")
+        ]
+        assert legend == ["100Mbps", "1Gbps"]
+        # untick one network: the graph redraws with one line
+        box = driver.find_element(By.CSS_SELECTOR, "#scaling-networks input[value='100Mbps']")
+        box.click()
+        wait.until(lambda d: len(traces(d)) == 1)
+        assert [
+            e.text for e in driver.find_elements(By.CSS_SELECTOR, "#scaling-graph .legendtext")
+        ] == ["1Gbps"]
+    finally:
+        driver.quit()
+        shutil.rmtree(profile_dir, ignore_errors=True)

@@ -1,0 +1,165 @@
+"""Real Snakemake runs: the tiny pipeline end to end, config refusal, bad traces."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+from conftest import ROOT, copy_workflow, snakemake
+
+
+def tiny_config() -> dict:
+    return yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+
+
+@pytest.mark.slow
+def test_tiny_pipeline_publishes_one_prediction_per_grid_point(tiny_run: Path):
+    cfg = tiny_config()
+    db = tiny_run / "results" / "sgdsim.duckdb"
+    con = duckdb.connect(str(db), read_only=True)
+    grid = set(
+        itertools.product(
+            [m["name"] for m in cfg["models"]],
+            [h["name"] for h in cfg["hardware"]],
+            [n["name"] for n in cfg["networks"]],
+            cfg["workers"],
+            cfg["policies"],
+            cfg["modes"],
+        )
+    )
+    rows = con.execute(
+        "SELECT model, hardware, network, workers, policy, mode FROM predictions"
+    ).fetchall()
+    assert set(rows) == grid and len(rows) == len(grid)
+    assert con.execute("SELECT count(*) FROM profiles").fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM ops").fetchone()[0] > 0
+    assert con.execute("SELECT count(*) FROM transfers WHERE direction = 'pull'").fetchone()[0] > 0
+    # throughput never decreases when bandwidth grows
+    for (n,) in con.execute("SELECT DISTINCT workers FROM predictions").fetchall():
+        by_bw = con.execute(
+            "SELECT steps_per_s FROM predictions WHERE workers = ? ORDER BY bandwidth_bps", [n]
+        ).fetchall()
+        assert [r[0] for r in by_bw] == sorted(r[0] for r in by_bw)
+    speedup = dict(
+        con.execute("SELECT workers, speedup FROM scaling WHERE network = '1Gbps'").fetchall()
+    )
+    assert speedup[1] == pytest.approx(1.0)
+    con.close()
+
+
+@pytest.mark.slow
+def test_rerun_is_a_no_op_and_dry_run_lists_nothing(tiny_run: Path):
+    r = snakemake(tiny_run, "--cores", "2", "--configfile", ".test/config.yaml", "-n")
+    assert r.returncode == 0
+    assert "Nothing to be done" in r.stdout + r.stderr
+
+
+def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
+    wd = copy_workflow(tmp_path)
+    r = snakemake(wd, "--cores", "8", "-n", "--quiet", "rules")
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    points = len(cfg["models"]) * len(cfg["hardware"]) * len(cfg["networks"]) * len(cfg["workers"])
+    out = r.stdout + r.stderr
+    assert f"simulate        {points}" in out or f"simulate {points}" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"models": [{"name": "ResNet5O", "batch_size": 16}]}, "ResNet5O"),
+        ({"models": [{"name": "LeNet5", "batch_size": -4}]}, "batch_size"),
+        ({"policies": ["fastest"]}, "fastest"),
+        ({"networks": [{"name": "slow", "bandwidth_bps": 0}]}, "bandwidth_bps"),
+        ({"models": [{"name": "InceptionV3", "image_size": 32}]}, "image_size 32 is below"),
+        ({"simulation": {"steps_per_worker": 3, "warmup_steps": 3}}, "warmup_steps"),
+    ],
+)
+def test_invalid_config_is_refused_before_any_job(tmp_path: Path, patch: dict, message: str):
+    wd = copy_workflow(tmp_path)
+    cfg = tiny_config() | patch
+    (wd / "bad.yaml").write_text(yaml.safe_dump(cfg))
+    r = snakemake(wd, "--cores", "1", "--configfile", "bad.yaml")
+    assert r.returncode != 0
+    assert message in r.stdout + r.stderr
+    assert not (wd / "results").exists()
+
+
+@pytest.mark.slow
+def test_truncated_trace_stops_normalize_and_leaves_no_partial_output(
+    tiny_run: Path, tmp_path: Path
+):
+    wd = tmp_path / "wd"
+    shutil.copytree(tiny_run, wd, ignore=shutil.ignore_patterns(".snakemake"))
+    shutil.rmtree(wd / "results" / "tables")
+    shutil.rmtree(wd / "results" / "workloads")
+    (wd / "results" / "sgdsim.duckdb").unlink()
+    trace = wd / "results" / "profiles" / "cpu" / "LeNet5" / "trace_0.pb"
+    trace.write_bytes(trace.read_bytes()[:1000])
+    # the profile is newer than nothing downstream: only normalize and later stages run
+    r = snakemake(
+        wd,
+        "--cores",
+        "2",
+        "--configfile",
+        ".test/config.yaml",
+        "--touch",
+        "results/profiles/cpu/LeNet5",
+    )
+    r = snakemake(wd, "--cores", "2", "--configfile", ".test/config.yaml")
+    assert r.returncode != 0
+    log = (wd / "results" / "logs" / "normalize" / "cpu" / "LeNet5.log").read_text()
+    assert "trace_0.pb" in log and "TraceError" in log
+    assert not (wd / "results" / "workloads" / "cpu" / "LeNet5.json").exists()
+    assert not (wd / "results" / "tables" / "cpu" / "LeNet5").exists()
+    assert not (wd / "results" / "sgdsim.duckdb").exists()
+
+
+@pytest.mark.slow
+def test_cli_query_prints_a_table(tiny_run: Path):
+    db = tiny_run / "results" / "sgdsim.duckdb"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sgdsim.cli",
+            "query",
+            "--db",
+            str(db),
+            "SELECT workers, round(speedup, 2) AS speedup FROM scaling "
+            "WHERE network='1Gbps' ORDER BY workers",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "speedup" in r.stdout and "│" in r.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "sgdsim.cli", "query", "--db", str(db), "SELECT * FROM nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode != 0 and "nope" in bad.stderr
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sgdsim.cli",
+            "query",
+            "--db",
+            str(db.with_name("x.duckdb")),
+            "SELECT 1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode != 0 and "make run" in missing.stderr

@@ -1,0 +1,162 @@
+"""The async PS simulator against hand-computed cases and its invariants."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sgdsim.simulation import Network, PSLink, Workload, simulate_async
+from sgdsim.simulation.async_ps import single_step_estimate
+
+
+def workload(seg, pulls, gates, pushes, push_seg, updates, pull_start=0.0, overhead=0.0, batch=1):
+    f = np.asarray
+    return Workload(
+        seg_dur_s=f(seg, float),
+        pull_bytes=f(pulls, float),
+        pull_gate=f(gates, np.int64),
+        push_bytes=f(pushes, float),
+        push_seg=f(push_seg, np.int64),
+        push_update_s=f(updates, float),
+        pull_start_s=pull_start,
+        overhead_s=overhead,
+        batch_size=batch,
+    )
+
+
+def test_single_worker_step_by_hand():
+    # pull 1 MB, compute 0.1 s, push 2 MB, update 5 ms; 10 MB/s, 1 ms latency;
+    # pulls start 20 ms into the step, 30 ms overhead between steps.
+    w = workload([0.1], [1e6], [0], [2e6], [0], [0.005], pull_start=0.02, overhead=0.03)
+    net = Network(1e7, 1e-3)
+    step = 0.02 + (1e-3 + 1e6 / 1e7) + 0.1 + (1e-3 + 2e6 / 1e7) + 0.005  # = 0.427 s
+    r = simulate_async(w, net, workers=1, steps_per_worker=5, warmup_steps=1)
+    assert r.mean_step_s == pytest.approx(step + 0.03, rel=1e-9)
+    assert r.steps_per_s == pytest.approx(1 / (step + 0.03), rel=1e-9)
+    assert r.samples_per_s == pytest.approx(r.steps_per_s)
+    # the contention-free estimate leaves out PS update time, keeps the overhead
+    assert single_step_estimate(w, net) == pytest.approx(step - 0.005 + 0.03)
+
+
+def test_pulls_of_one_worker_share_its_connection_and_gate_segments():
+    # two pulls a=1 MB, b=3 MB at t=0 on 10 MB/s: both at 5 MB/s until a is done
+    # at 2a/B = 0.2 s; b alone, done at (a+b)/B = 0.4 s. Segment 0 (0.05 s) needs a,
+    # segment 1 (0.1 s) needs b: starts at max(0.25, 0.4) = 0.4, ends 0.5 s.
+    w = workload([0.05, 0.1], [1e6, 3e6], [0, 1], [], [], [])
+    log: list[list[float]] = []
+    simulate_async(
+        w, Network(1e7, 0.0), workers=1, steps_per_worker=2, warmup_steps=0, step_log=log
+    )
+    assert log[0][0] == pytest.approx(0.5, rel=1e-9)
+
+
+def test_fair_share_is_per_worker_connection_not_per_tensor():
+    # worker 0 pulls two tensors of 0.5 MB, worker 1 one of 1 MB, all at t=0, 10 MB/s.
+    # Per connection: each worker gets 5 MB/s, so both finish at 0.2 s.
+    # (Per tensor, worker 0 would finish at 0.15 s.)
+    w0 = workload([0.0], [5e5, 5e5], [0, 0], [], [], [])
+    link = PSLink(1e7)
+    link.add(0.0, 5e5, "a", conn=0)
+    link.add(0.0, 5e5, "b", conn=0)
+    link.add(0.0, 1e6, "c", conn=1)
+    done = {}
+    while link.active:
+        t = link.next_departure()
+        assert t is not None
+        done[link.pop(t)] = t
+    assert done == pytest.approx({"a": 0.2, "b": 0.2, "c": 0.2})
+    assert link.bytes_done == 2e6
+    assert w0.compute_s == 0.0
+
+
+def test_identical_results_for_identical_seed():
+    w = workload([0.01, 0.02, 0.01], [1e5, 2e5, 3e5], [0, 1, 2], [3e5, 1e5], [1, 2], [1e-3, 1e-3])
+    a = simulate_async(w, Network(1e7, 1e-4), workers=5, steps_per_worker=8, warmup_steps=2, seed=3)
+    b = simulate_async(w, Network(1e7, 1e-4), workers=5, steps_per_worker=8, warmup_steps=2, seed=3)
+    assert dataclasses.replace(a, wall_s=0) == dataclasses.replace(b, wall_s=0)
+
+
+def test_slow_network_saturates_sublinearly():
+    # 1 MB each way per step, 10 ms compute, 100 Mbit/s: each direction carries at
+    # most 12.5 steps/s, whatever N.
+    w = workload([0.005, 0.005], [5e5, 5e5], [0, 1], [5e5, 5e5], [0, 1], [1e-4, 1e-4])
+    net = Network.from_bits(1e8, 1e-4)
+    rates = {n: simulate_async(w, net, n, 20, 4, seed=1).steps_per_s for n in (1, 2, 4, 8, 16)}
+    bound = net.bandwidth_Bps / 1e6
+    assert all(r <= bound * (1 + 1e-9) for r in rates.values())
+    assert rates[16] < 0.5 * 16 * rates[1]  # far below linear scaling
+    assert rates[16] > 0.6 * bound  # but the link is well used
+
+
+workloads = st.builds(
+    lambda n, data: data,
+    st.integers(1, 4),
+    st.integers(1, 6).flatmap(
+        lambda s: st.tuples(
+            st.lists(st.floats(1e-4, 5e-2), min_size=s, max_size=s),
+            st.lists(st.tuples(st.floats(0, 2e6), st.integers(0, s)), min_size=0, max_size=8),
+            st.lists(
+                st.tuples(st.floats(0, 2e6), st.integers(-1, s - 1), st.floats(0, 2e-3)),
+                min_size=0,
+                max_size=8,
+            ),
+        )
+    ),
+).map(
+    lambda t: workload(
+        t[0],
+        [p[0] for p in t[1]],
+        [p[1] for p in t[1]],
+        [q[0] for q in t[2]],
+        [q[1] for q in t[2]],
+        [q[2] for q in t[2]],
+    )
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=workloads, n=st.integers(1, 6), bw=st.floats(1e6, 1e9), seed=st.integers(0, 2**16))
+def test_bytes_conserved_and_capacity_respected(w, n, bw, seed):
+    steps = 6
+    r = simulate_async(w, Network(bw, 1e-4), n, steps, 1, seed=seed)
+    assert r.bytes_pulled == pytest.approx(n * steps * w.pull_bytes.sum(), rel=1e-9, abs=1e-6)
+    assert r.bytes_pushed == pytest.approx(n * steps * w.push_bytes.sum(), rel=1e-9, abs=1e-6)
+    # no link carries more than its capacity over the run
+    assert r.bytes_pulled <= bw * r.sim_time_s * (1 + 1e-9) + 1e-6
+    assert r.bytes_pushed <= bw * r.sim_time_s * (1 + 1e-9) + 1e-6
+    assert 0 <= r.ps_down_util <= 1 and 0 <= r.blocked_fraction <= 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=workloads, bw=st.floats(1e6, 1e9), factor=st.floats(1.01, 100))
+def test_single_worker_throughput_never_decreases_with_bandwidth(w, bw, factor):
+    slow = simulate_async(w, Network(bw, 1e-4), 1, 5, 1)
+    fast = simulate_async(w, Network(bw * factor, 1e-4), 1, 5, 1)
+    assert fast.steps_per_s >= slow.steps_per_s * (1 - 1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(w=workloads)
+def test_single_worker_on_infinite_network_is_the_compute_replay(w):
+    r = simulate_async(w, Network(1e18, 0.0), 1, 4, 1)
+    # nothing waits on the network: a step is compute plus the PS updates that end it
+    assert r.mean_step_s >= w.compute_s * (1 - 1e-9)
+    assert r.mean_step_s <= (w.compute_s + w.push_update_s.sum()) * (1 + 1e-9) + 1e-12
+
+
+def test_bad_arguments_are_refused():
+    w = workload([0.01], [1.0], [0], [], [], [])
+    with pytest.raises(ValueError, match="workers"):
+        simulate_async(w, Network(1e6), 0)
+    with pytest.raises(ValueError, match="policy"):
+        simulate_async(w, Network(1e6), 1, policy="nope")
+    with pytest.raises(ValueError, match="warmup"):
+        simulate_async(w, Network(1e6), 1, steps_per_worker=3, warmup_steps=3)
+    with pytest.raises(ValueError, match="pull_gate"):
+        workload([0.01], [1.0], [5], [], [], [])
+    with pytest.raises(ValueError, match="bandwidth"):
+        Network(0.0)
