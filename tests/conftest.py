@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "workflow", "config", ".test")
+WORKFLOW_PARTS = ("Snakefile", "workflow", "config", ".test", "environment.yml")
 
 
 def copy_workflow(dest: Path) -> Path:

@@ -42,23 +42,26 @@ def test_single_worker_step_by_hand():
     assert single_step_estimate(w, net) == pytest.approx(step - 0.005 + 0.03)
 
 
-def test_pulls_of_one_worker_share_its_connection_and_gate_segments():
-    # two pulls a=1 MB, b=3 MB at t=0 on 10 MB/s: both at 5 MB/s until a is done
-    # at 2a/B = 0.2 s; b alone, done at (a+b)/B = 0.4 s. Segment 0 (0.05 s) needs a,
-    # segment 1 (0.1 s) needs b: starts at max(0.25, 0.4) = 0.4, ends 0.5 s.
+def test_pulls_of_one_worker_go_in_issue_order_and_gate_segments():
+    # pulls a = 1 MB then b = 3 MB on 10 MB/s, one connection, served in order:
+    # a arrives at 0.1 s, b at 0.4 s. Segment 0 (0.05 s) needs a: 0.10-0.15 s;
+    # segment 1 (0.1 s) needs b: 0.40-0.50 s.
     w = workload([0.05, 0.1], [1e6, 3e6], [0, 1], [], [], [])
     log: list[list[float]] = []
-    simulate_async(
-        w, Network(1e7, 0.0), workers=1, steps_per_worker=2, warmup_steps=0, step_log=log
-    )
+    simulate_async(w, Network(1e7, 0.0), 1, 2, 0, step_log=log)
     assert log[0][0] == pytest.approx(0.5, rel=1e-9)
+    # issued the other way round, b (needed by segment 1) arrives first at 0.3 s,
+    # a at 0.4 s: segment 0 runs 0.40-0.45 s, segment 1 0.45-0.55 s.
+    w = workload([0.05, 0.1], [3e6, 1e6], [1, 0], [], [], [])
+    log = []
+    simulate_async(w, Network(1e7, 0.0), 1, 2, 0, step_log=log)
+    assert log[0][0] == pytest.approx(0.55, rel=1e-9)
 
 
-def test_fair_share_is_per_worker_connection_not_per_tensor():
-    # worker 0 pulls two tensors of 0.5 MB, worker 1 one of 1 MB, all at t=0, 10 MB/s.
-    # Per connection: each worker gets 5 MB/s, so both finish at 0.2 s.
-    # (Per tensor, worker 0 would finish at 0.15 s.)
-    w0 = workload([0.0], [5e5, 5e5], [0, 0], [], [], [])
+def test_link_is_fair_between_connections_and_fifo_within():
+    # worker 0 sends two tensors of 0.5 MB, worker 1 one of 1 MB, all at t=0 on
+    # 10 MB/s. Each connection gets 5 MB/s: worker 0's first tensor leaves at
+    # 0.1 s, its second at 0.2 s; worker 1's at 0.2 s.
     link = PSLink(1e7)
     link.add(0.0, 5e5, "a", conn=0)
     link.add(0.0, 5e5, "b", conn=0)
@@ -68,9 +71,9 @@ def test_fair_share_is_per_worker_connection_not_per_tensor():
         t = link.next_departure()
         assert t is not None
         done[link.pop(t)] = t
-    assert done == pytest.approx({"a": 0.2, "b": 0.2, "c": 0.2})
+    assert done == pytest.approx({"a": 0.1, "b": 0.2, "c": 0.2})
     assert link.bytes_done == 2e6
-    assert w0.compute_s == 0.0
+    assert link.busy_s == pytest.approx(0.2)
 
 
 def test_identical_results_for_identical_seed():

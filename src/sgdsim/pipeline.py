@@ -62,7 +62,7 @@ def simulate_stage(
     config: dict[str, Any], workload_path: str, out_path: str, wildcards: dict[str, str]
 ) -> None:
     """Simulate one grid point and write its flat record as a one-row Parquet file."""
-    from sgdsim.simulation import Network, Workload, simulate_async
+    from sgdsim.simulation import Network, Workload, simulate_async_replicated
 
     net = _entry(config, "networks", wildcards["network"])
     sim = config["simulation"]
@@ -70,7 +70,7 @@ def simulate_stage(
         raise ConfigError(f"config: modes: {wildcards['mode']!r} is not implemented; use async")
     workload = Workload.load(workload_path)
     network = Network.from_bits(net["bandwidth_bps"], net.get("latency_s", 1e-4), net["name"])
-    r = simulate_async(
+    r = simulate_async_replicated(
         workload,
         network,
         workers=int(wildcards["workers"]),
@@ -78,6 +78,7 @@ def simulate_stage(
         warmup_steps=sim["warmup_steps"],
         policy=wildcards["policy"],
         seed=config.get("seed", 42),
+        replications=sim.get("replications", 3),
     )
     row = {
         "model": wildcards["model"],

@@ -7,8 +7,8 @@ segments in profiled order, each gated on the pulls it reads, pushes each
 gradient as soon as the segment producing it ends (WFBP), and ends the step
 when every pull arrived and every push was applied by the PS. Workers never
 wait for each other, only for the shared PS NIC (one processor-sharing link
-per direction, shared fairly between workers' connections, see
-:mod:`sgdsim.simulation.link`) and the PS CPU (one FIFO
+per direction, shared fairly between workers' connections, each serving its
+tensors in order, see :mod:`sgdsim.simulation.link`) and the PS CPU (one FIFO
 server applying updates).
 
 Events are ordered by ``(time, priority, sequence)`` so simultaneous events
@@ -53,7 +53,9 @@ class AsyncResult:
         bytes_pulled, bytes_pushed: bytes carried by the PS NIC in each direction.
         events: events processed.
         wall_s: simulator wall time in seconds (not deterministic).
-        seed: seed of the run's numpy Generator.
+        seed: seed of the run's numpy Generator (of the first replication).
+        replications: runs averaged into this record (seeds ``seed``, ``seed+1``, …).
+        steps_per_s_std: sample standard deviation of steps_per_s over replications.
     """
 
     workers: int
@@ -72,6 +74,8 @@ class AsyncResult:
     events: int
     wall_s: float
     seed: int
+    replications: int = 1
+    steps_per_s_std: float = 0.0
 
 
 def single_step_estimate(workload: Workload, network: Network) -> float:
@@ -101,9 +105,11 @@ def simulate_async(
     """Simulate ``workers`` asynchronous workers against one PS.
 
     Policy ``tf_default``: all pulls of a step are issued together
-    ``workload.pull_start_s`` after step start and share the PS NIC fairly with
-    every other flow, as TensorFlow's trace shows it doing; pushes are issued
-    when produced. Worker ``w > 0`` starts after a seeded uniform random delay
+    ``workload.pull_start_s`` after step start, in the order the trace shows
+    them arriving (the order of ``workload.pull_bytes``); pushes are issued when
+    produced. Each worker's connection serves its tensors in issue order at its
+    fair share of the PS NIC (:class:`~sgdsim.simulation.link.PSLink`).
+    Worker ``w > 0`` starts after a seeded uniform random delay
     in ``[0, T1)``, ``T1`` the contention-free step time on this network
     (:func:`single_step_estimate`): processor sharing keeps workers at whatever
     offsets they start with, and real workers drift over all offsets, so the
@@ -314,4 +320,63 @@ def simulate_async(
         events=n_events,
         wall_s=time.perf_counter() - wall0,
         seed=seed,
+    )
+
+
+def simulate_async_replicated(
+    workload: Workload,
+    network: Network,
+    workers: int,
+    steps_per_worker: int = 30,
+    warmup_steps: int = 3,
+    policy: str = "tf_default",
+    seed: int = 0,
+    replications: int = 3,
+) -> AsyncResult:
+    """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
+
+    Workers keep the offsets they start with (the PS link treats them
+    symmetrically), so one run depends on its random start offsets; the mean
+    over replications is the expected throughput, and ``steps_per_s_std`` its
+    spread. With one worker every replication is identical.
+
+    Returns:
+        An :class:`AsyncResult` whose metrics are means over replications
+        (``events`` and ``wall_s`` are totals).
+
+    Raises:
+        ValueError: ``replications < 1`` or any error of :func:`simulate_async`.
+    """
+    if replications < 1:
+        raise ValueError(f"replications must be >= 1, got {replications}")
+    runs = [
+        simulate_async(workload, network, workers, steps_per_worker, warmup_steps, policy, seed + r)
+        for r in range(replications if workers > 1 else 1)
+    ]
+    mean = {
+        f: float(np.mean([getattr(r, f) for r in runs]))
+        for f in (
+            "steps_per_s",
+            "samples_per_s",
+            "mean_step_s",
+            "ps_down_util",
+            "ps_up_util",
+            "blocked_fraction",
+            "sim_time_s",
+            "bytes_pulled",
+            "bytes_pushed",
+        )
+    }
+    sps = [r.steps_per_s for r in runs]
+    return AsyncResult(
+        workers=workers,
+        steps_per_worker=steps_per_worker,
+        warmup_steps=warmup_steps,
+        policy=policy,
+        events=sum(r.events for r in runs),
+        wall_s=sum(r.wall_s for r in runs),
+        seed=seed,
+        replications=len(runs),
+        steps_per_s_std=float(np.std(sps, ddof=1)) if len(sps) > 1 else 0.0,
+        **mean,
     )

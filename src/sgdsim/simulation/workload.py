@@ -55,7 +55,9 @@ class Workload:
 
     Attributes:
         seg_dur_s: (S,) compute time of each segment in seconds.
-        pull_bytes: (P,) size of each pull (PS → worker) in bytes.
+        pull_bytes: (P,) size of each pull (PS → worker) in bytes, in the order
+            the pulls are issued (for ``tf_default``: the order they arrived in
+            the trace).
         pull_gate: (P,) index of the first segment that needs the pull, in
             ``[0, S]``; ``S`` means only the end of the step waits for it.
         push_bytes: (Q,) size of each push (worker → PS) in bytes.

@@ -77,7 +77,7 @@ CREATE TABLE predictions (
     steps_per_worker INTEGER NOT NULL,
     warmup_steps     INTEGER NOT NULL,
     policy           VARCHAR NOT NULL,  -- transmission policy, e.g. tf_default
-    steps_per_s      DOUBLE NOT NULL,   -- worker steps per second, all workers
+    steps_per_s      DOUBLE NOT NULL,   -- worker steps per second, all workers (mean of replications)
     samples_per_s    DOUBLE NOT NULL,   -- steps_per_s * batch_size
     mean_step_s      DOUBLE NOT NULL,   -- mean step time of one worker
     ps_down_util     DOUBLE NOT NULL,   -- busy fraction of the PS NIC, PS -> workers
@@ -88,7 +88,9 @@ CREATE TABLE predictions (
     bytes_pushed     DOUBLE NOT NULL,   -- bytes carried workers -> PS in the run
     events           BIGINT NOT NULL,   -- events the simulator processed
     sim_wall_s       DOUBLE NOT NULL,   -- simulator wall time
-    seed             BIGINT NOT NULL    -- seed of the run's random Generator
+    seed             BIGINT NOT NULL,   -- seed of the first replication's random Generator
+    replications     INTEGER NOT NULL,  -- runs averaged (seeds seed, seed+1, ...)
+    steps_per_s_std  DOUBLE NOT NULL    -- standard deviation of steps_per_s over replications
 );
 
 CREATE TABLE runs (

@@ -2,12 +2,15 @@
 
 Steps (all times from medians over the K traced steps):
 
-1. Worker ops are sorted by start time. Each op's compute time is its new
-   contribution to the union of busy intervals, so ops that ran in parallel
-   on several threads are not double-counted.
+1. Within each traced step, worker ops are sorted by start time. Each op's
+   compute time is its new contribution to the union of busy intervals, so
+   ops that ran in parallel on several threads are not double-counted.
 2. An idle gap before an op is *explained* when the op waits for a pull that
-   arrived after the previous op ended; the simulator reproduces that wait. Any
-   other gap (executor scheduling) stays as compute time of the op.
+   arrived (in the same step) after the previous op ended; the simulator
+   reproduces that wait. Any other gap (executor scheduling) stays as compute
+   time of the op. Per-op times are then means over the traced steps (a step
+   is their sum; the mean of a sum is the sum of the means), and ops are
+   replayed in order of their median start.
 3. Ops are merged into segments: a new segment starts at an op that is the
    first consumer of a pull, and ends after an op whose output is pushed.
 4. Each push costs the PS the run time of the PS ops reachable from its
@@ -84,6 +87,41 @@ def profile_network(transfers: pl.DataFrame) -> tuple[Network, float]:
     return net, statistics.median(res)
 
 
+def _op_times(
+    ops: pl.DataFrame,
+    transfers: pl.DataFrame,
+    step: int,
+    index: dict[str, int],
+    consumers: dict[str, int],
+) -> np.ndarray:
+    """Compute time (µs) of each worker op in one traced step, in ``index`` order.
+
+    An op's time is its new contribution to the union of busy intervals plus the
+    idle gap before it, unless that gap is explained by waiting for a pull the
+    op consumes that arrived (in this same step) after the previous op ended.
+    """
+    w = ops.filter((pl.col("step") == step) & (pl.col("role") == "worker")).sort("start_us", "name")
+    p = transfers.filter((pl.col("step") == step) & (pl.col("direction") == "pull"))
+    arrival: dict[int, float] = defaultdict(lambda: -np.inf)
+    for recv, start, dur in p.select("recv_node", "start_us", "dur_us").iter_rows():
+        i = consumers.get(recv) if recv else None
+        if i is not None:
+            arrival[i] = max(arrival[i], float(start + dur))
+    out = np.zeros(len(index))
+    rows = w.select("name", "start_us", "dur_us").rows()
+    prev_end = float(rows[0][1]) if rows else 0.0
+    for name, s, d in rows:
+        e = float(s + d)
+        new = max(0.0, e - max(s, prev_end))
+        i = index.get(name)
+        arr = arrival.get(i, -np.inf) if i is not None else -np.inf
+        gap = max(0.0, s - max(prev_end, arr)) if arr > prev_end else max(0.0, s - prev_end)
+        if i is not None:
+            out[i] = new + gap
+        prev_end = max(prev_end, e)
+    return out
+
+
 def build_workload(
     ops: pl.DataFrame,
     transfers: pl.DataFrame,
@@ -118,8 +156,6 @@ def build_workload(
     if w_ops.is_empty():
         raise TraceError("trace holds no worker ops: was the worker traced with FULL_TRACE?")
     names = w_ops["name"].to_list()
-    starts = w_ops["start"].to_numpy().astype(float)
-    durs = w_ops["dur"].to_numpy().astype(float)
     inputs = w_ops["inputs"].to_list()
     index = {n: i for i, n in enumerate(names)}
 
@@ -134,7 +170,9 @@ def build_workload(
         )
         .sort("direction", "tensor")
     )
-    pulls = tmed.filter(pl.col("direction") == "pull")
+    # pulls in the order they arrived in the trace (median end over steps): each
+    # connection serves its flows in issue order, see sgdsim.simulation.link
+    pulls = tmed.filter(pl.col("direction") == "pull").sort("end", "tensor")
     pushes = tmed.filter(pl.col("direction") == "push")
 
     # first consumer of each pull in replay order
@@ -144,21 +182,18 @@ def build_workload(
             consumers.setdefault(name, i)
     n_ops = len(names)
     pull_op = [consumers.get(r, n_ops) if r else n_ops for r in pulls["recv_node"].to_list()]
-    pull_end = pulls["end"].to_list()
-    arrival_at: dict[int, float] = defaultdict(lambda: -np.inf)
-    for i, e in zip(pull_op, pull_end, strict=True):
-        arrival_at[i] = max(arrival_at[i], float(e))
-
-    # compute time per op: union contribution plus unexplained idle gap
-    op_time = np.zeros(n_ops)
-    prev_end = starts[0] if n_ops else 0.0
-    for i in range(n_ops):
-        s, e = starts[i], starts[i] + durs[i]
-        new = max(0.0, e - max(s, prev_end))
-        arr = arrival_at.get(i, -np.inf)
-        gap = max(0.0, s - max(prev_end, arr)) if arr > prev_end else max(0.0, s - prev_end)
-        op_time[i] = new + gap
-        prev_end = max(prev_end, e)
+    # mean, not median, over steps: a step's time is a sum of op times, and
+    # scheduling gaps land on a different op each step (sum of medians would
+    # drop them; sum of means is the mean of sums)
+    op_time = np.mean(
+        np.stack(
+            [
+                _op_times(ops, transfers, step, index, consumers)
+                for step in sorted(set(ops["step"].to_list()))
+            ]
+        ),
+        axis=0,
+    )
 
     push_op = [index.get(s, -1) if s else -1 for s in pushes["src_op"].to_list()]
     # segment boundaries: before first consumers of pulls, after producers of pushes
