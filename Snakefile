@@ -20,3 +20,4 @@ rule all:
     default_target: True
     input:
         rules.publish.output.db,
+        chrome_trace_files(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import subprocess
 import sys
@@ -46,10 +47,44 @@ def test_tiny_pipeline_publishes_one_prediction_per_grid_point(tiny_run: Path):
             "SELECT steps_per_s FROM predictions WHERE workers = ? ORDER BY bandwidth_bps", [n]
         ).fetchall()
         assert [r[0] for r in by_bw] == sorted(r[0] for r in by_bw)
+    # on the slowest network, throughput saturates: sub-linear scaling at the largest N
+    slow = min(cfg["networks"], key=lambda n: n["bandwidth_bps"])["name"]
+    n_max = max(cfg["workers"])
+    eff = con.execute(
+        "SELECT efficiency FROM scaling WHERE network = ? AND workers = ?", [slow, n_max]
+    ).fetchone()[0]
+    assert eff < 0.8
     speedup = dict(
         con.execute("SELECT workers, speedup FROM scaling WHERE network = '1Gbps'").fetchall()
     )
     assert speedup[1] == pytest.approx(1.0)
+    con.close()
+
+
+@pytest.mark.slow
+def test_tiny_pipeline_writes_the_listed_chrome_trace_and_policy_gains(tiny_run: Path):
+    cfg = tiny_config()
+    (t,) = cfg["simulation"]["chrome_traces"]
+    path = (
+        tiny_run
+        / "results"
+        / "chrome_traces"
+        / t["hardware"]
+        / t["model"]
+        / t["network"]
+        / t["policy"]
+        / "async"
+        / f"w{t['workers']}.json"
+    )
+    trace = json.loads(path.read_text())
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["pid"] for e in spans} == {0, 1, 2}  # PS and two workers
+    assert all(e["dur"] >= 0 for e in spans)
+    con = duckdb.connect(str(tiny_run / "results" / "sgdsim.duckdb"), read_only=True)
+    gains = con.execute(
+        "SELECT count(*), count(gain_vs_fifo_random) FROM policy_gain WHERE policy = 'tictac'"
+    ).fetchone()
+    assert gains[0] == gains[1] == len(cfg["workers"]) * len(cfg["networks"])
     con.close()
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 
 import numpy as np
 import pytest
@@ -163,3 +165,66 @@ def test_bad_arguments_are_refused():
         workload([0.01], [1.0], [5], [], [], [])
     with pytest.raises(ValueError, match="bandwidth"):
         Network(0.0)
+
+
+def test_policies_by_hand_two_pulls_in_the_wrong_traced_order():
+    # The trace delivered b (3 MB, needed by segment 1) before a (1 MB, needed by
+    # segment 0); 10 MB/s, no latency, segments 0.05 s and 0.1 s.
+    w = workload([0.05, 0.1], [3e6, 1e6], [1, 0], [], [], [])
+    net = Network(1e7, 0.0)
+
+    def step(policy: str, seed: int = 0) -> float:
+        log: list[list[float]] = []
+        simulate_async(w, net, 1, 2, 0, policy=policy, seed=seed, step_log=log)
+        return log[0][0]
+
+    # tf_default keeps the traced order: b at 0.3 s, a at 0.4 s; 0.40-0.45, 0.45-0.55 s
+    assert step("tf_default") == pytest.approx(0.55)
+    # tictac sends in order of first use: a at 0.1 s, segment 0 0.10-0.15 s; b at 0.4 s,
+    # segment 1 0.40-0.50 s
+    assert step("tictac") == pytest.approx(0.50)
+    # fifo_random draws one of the two orders each step
+    assert {round(step("fifo_random", s), 9) for s in range(20)} == {0.5, 0.55}
+
+
+def test_tictac_never_slower_than_fifo_random_on_average_when_communication_bound():
+    rng = np.random.default_rng(0)
+    n = 12
+    sizes = rng.uniform(1e5, 2e6, n)
+    order = rng.permutation(n)  # traced arrival order unrelated to the forward order
+    w = workload([0.004] * n, sizes[order], order, sizes, list(range(n - 1, -1, -1)), [1e-4] * n)
+    net = Network.from_bits(1e8, 1e-4)
+    for workers in (1, 2, 4):
+        tictac = simulate_async(w, net, workers, 12, 2, policy="tictac", seed=1).steps_per_s
+        rand = np.mean(
+            [
+                simulate_async(w, net, workers, 12, 2, policy="fifo_random", seed=s).steps_per_s
+                for s in range(8)
+            ]
+        )
+        assert tictac >= rand * (1 - 1e-9)
+
+
+def test_chrome_trace_is_valid_and_serialized_per_track():
+    from sgdsim.simulation.chrome_trace import chrome_trace
+
+    w = workload([0.01, 0.02, 0.01], [1e5, 2e5, 3e5], [0, 1, 2], [3e5, 1e5], [1, 2], [1e-3, 2e-3])
+    records: list = []
+    simulate_async(w, Network(1e7, 1e-4), 3, 4, 1, seed=2, trace=records)
+    tr = chrome_trace(records, 3, {"model": "toy"})
+    events = tr["traceEvents"]
+    assert all({"ph", "pid", "tid"} <= e.keys() for e in events)
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all("ts" in e and e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+    kinds = {e["cat"] for e in spans}
+    assert kinds == {"compute", "pull", "push", "update"}
+    # 3 workers x 4 steps x 3 segments / pulls, x 2 pushes and updates
+    assert sum(e["cat"] == "compute" for e in spans) == 36
+    assert sum(e["cat"] == "update" for e in spans) == 24
+    by_track: dict = {}
+    for e in spans:
+        by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for iv in by_track.values():
+        iv.sort()
+        assert all(a[1] <= b[0] + 1e-6 for a, b in itertools.pairwise(iv))
+    json.dumps(tr)  # serializable

@@ -62,5 +62,41 @@ def tables(db: str) -> None:
     con.close()
 
 
+@main.command()
+@click.option(
+    "--workload",
+    "workload_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Workload JSON written by the normalize stage, e.g. results/workloads/cpu/ResNet50.json.",
+)
+@click.option("--bandwidth-bps", default=1e9, show_default=True, help="NIC capacity, bit/s.")
+@click.option("--latency-s", default=1e-4, show_default=True, help="Per-message latency, s.")
+@click.option("--workers", "-n", multiple=True, type=int, default=(1, 8, 64), show_default=True)
+@click.option("--steps", default=50, show_default=True, help="Steps per worker.")
+@click.option("--repeat", default=3, show_default=True, help="Runs per point; the fastest counts.")
+def bench(
+    workload_path: str,
+    bandwidth_bps: float,
+    latency_s: float,
+    workers: tuple[int, ...],
+    steps: int,
+    repeat: int,
+) -> None:
+    """Benchmark the simulator: events/s and seconds per grid point, per policy and N."""
+    from sgdsim.bench import format_table, run_bench
+    from sgdsim.simulation import Network, Workload
+
+    w = Workload.load(workload_path)
+    rows = run_bench(
+        w,
+        Network.from_bits(bandwidth_bps, latency_s),
+        workers,
+        steps_per_worker=steps,
+        repeat=repeat,
+    )
+    click.echo(format_table(rows))
+
+
 if __name__ == "__main__":
     sys.exit(main())

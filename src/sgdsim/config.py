@@ -30,6 +30,14 @@ def check_config(config: dict[str, Any], source: str = "config/config.yaml") -> 
     workers = config.get("workers", [])
     if len(set(workers)) != len(workers):
         raise ConfigError(f"{source}: workers: {workers} lists a worker count twice")
+    names = {k: {e["name"] for e in config.get(k, [])} for k in ("models", "hardware", "networks")}
+    for i, t in enumerate(config.get("simulation", {}).get("chrome_traces", [])):
+        for key, table in (("model", "models"), ("hardware", "hardware"), ("network", "networks")):
+            if t[key] not in names[table]:
+                raise ConfigError(
+                    f"{source}: simulation.chrome_traces[{i}].{key}: {t[key]!r} is not the name "
+                    f"of a {table} entry ({', '.join(sorted(names[table]))})"
+                )
     sim = config.get("simulation", {})
     steps, warm = sim.get("steps_per_worker", 30), sim.get("warmup_steps", 3)
     if warm >= steps:

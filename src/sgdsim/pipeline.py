@@ -95,6 +95,52 @@ def simulate_stage(
         pl.DataFrame([row]).write_parquet(tmp)
 
 
+def chrome_trace_stage(
+    config: dict[str, Any], workload_path: str, out_path: str, wildcards: dict[str, str]
+) -> None:
+    """Write the synthetic execution trace (Chrome trace JSON) of one grid point."""
+    from sgdsim.simulation import Network, Workload, simulate_async
+    from sgdsim.simulation.chrome_trace import TraceRecord, chrome_trace, write_chrome_trace
+
+    net = _entry(config, "networks", wildcards["network"])
+    entry: dict[str, Any] = next(
+        (
+            t
+            for t in config["simulation"].get("chrome_traces", [])
+            if (
+                t["model"],
+                t["hardware"],
+                t["network"],
+                str(t["workers"]),
+                t.get("policy", "tf_default"),
+            )
+            == (
+                wildcards["model"],
+                wildcards["hardware"],
+                wildcards["network"],
+                wildcards["workers"],
+                wildcards["policy"],
+            )
+        ),
+        {},
+    )
+    steps = int(entry.get("steps", 5))
+    workload = Workload.load(workload_path)
+    records: list[TraceRecord] = []
+    r = simulate_async(
+        workload,
+        Network.from_bits(net["bandwidth_bps"], net.get("latency_s", 1e-4), net["name"]),
+        workers=int(wildcards["workers"]),
+        steps_per_worker=steps + 1,
+        warmup_steps=1,
+        policy=wildcards["policy"],
+        seed=config.get("seed", 42),
+        trace=records,
+    )
+    meta = {**wildcards, "steps_per_s": r.steps_per_s, "seed": r.seed}
+    write_chrome_trace(out_path, chrome_trace(records, r.workers, meta))
+
+
 def publish_stage(
     db_path: str, tables_dirs: list[str], prediction_files: list[str], config: dict[str, Any]
 ) -> None:

@@ -33,3 +33,12 @@ def prediction_files():
         mode=config["modes"],
         workers=config["workers"],
     )
+
+
+def chrome_trace_files():
+    """Synthetic execution traces of the grid points listed in simulation.chrome_traces."""
+    return [
+        f"results/chrome_traces/{t['hardware']}/{t['model']}/{t['network']}/"
+        f"{t.get('policy', 'tf_default')}/async/w{t['workers']}.json"
+        for t in config["simulation"].get("chrome_traces", [])
+    ]

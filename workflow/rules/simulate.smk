@@ -15,3 +15,20 @@ rule simulate:
         runtime=10,
     script:
         "../scripts/simulate.py"
+
+
+rule chrome_trace:
+    """Synthetic multi-worker execution trace of one grid point (Chrome trace JSON)."""
+    input:
+        workload=rules.normalize.output.workload,
+    output:
+        trace="results/chrome_traces/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.json",
+    log:
+        "results/logs/chrome_trace/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.log",
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/chrome_trace.py"

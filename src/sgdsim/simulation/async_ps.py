@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.workload import Network, Workload
 
-#: Transmission policies this simulator implements.
-POLICIES: tuple[str, ...] = ("tf_default",)
+#: Transmission policies this simulator implements (see :func:`pull_issue_order`).
+POLICIES: tuple[str, ...] = ("tf_default", "tictac", "fifo_random")
 
 # event kinds; the number is also the tie-break priority at equal times
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
@@ -91,6 +92,35 @@ def single_step_estimate(workload: Workload, network: Network) -> float:
     )
 
 
+def pull_issue_order(workload: Workload, policy: str) -> list[int]:
+    """Order in which a worker issues its pulls each step (indices into ``pull_bytes``).
+
+    - ``tf_default``: the order the trace shows the pulls arriving, i.e.
+      workload order (TensorFlow issues them all at once; its runtime serves
+      them in a stable order that is not the forward order).
+    - ``tictac``: order of first use in the forward pass (TicTac, Hashemi et
+      al., MLSys 2019), ties in workload order.
+    - ``fifo_random``: a fresh seeded random order every step (the baseline of
+      TicTac's evaluation); the list returned here is only a placeholder.
+
+    Raises:
+        ValueError: unknown policy.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    idx = list(range(len(workload.pull_bytes)))
+    if policy == "tictac":
+        gate = workload.pull_gate.tolist()
+        idx.sort(key=lambda p: (gate[p], p))
+    return idx
+
+
+def _pop_flow(link: PSLink, now: float) -> tuple[int, int]:
+    """Pop the next departing flow; returns (worker, index)."""
+    idx: int = link.pop(now)
+    return link.last_conn, idx
+
+
 def simulate_async(
     workload: Workload,
     network: Network,
@@ -101,14 +131,15 @@ def simulate_async(
     seed: int = 0,
     start_offsets_s: Sequence[float] | None = None,
     step_log: list[list[float]] | None = None,
+    trace: list[TraceRecord] | None = None,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against one PS.
 
-    Policy ``tf_default``: all pulls of a step are issued together
-    ``workload.pull_start_s`` after step start, in the order the trace shows
-    them arriving (the order of ``workload.pull_bytes``); pushes are issued when
-    produced. Each worker's connection serves its tensors in issue order at its
-    fair share of the PS NIC (:class:`~sgdsim.simulation.link.PSLink`).
+    All pulls of a step are issued together ``workload.pull_start_s`` after
+    step start, in the order the policy gives (:func:`pull_issue_order`);
+    pushes are issued when produced. Each worker's connection serves its
+    tensors one at a time in issue order at its fair share of the PS NIC
+    (:class:`~sgdsim.simulation.link.PSLink`).
     Worker ``w > 0`` starts after a seeded uniform random delay
     in ``[0, T1)``, ``T1`` the contention-free step time on this network
     (:func:`single_step_estimate`): processor sharing keeps workers at whatever
@@ -127,6 +158,9 @@ def simulate_async(
         start_offsets_s: (N,) start time of each worker in seconds, instead of
             the seeded random offsets.
         step_log: if given, receives each worker's list of step end times (s).
+        trace: if given, receives ``(kind, worker, index, start_s, end_s)`` for
+            every compute segment, transfer (time on the wire) and PS update;
+            see :func:`sgdsim.simulation.chrome_trace.chrome_trace`.
 
     Returns:
         The grid point's metrics; throughput is measured over the window in
@@ -163,12 +197,17 @@ def simulate_async(
     latency = network.latency_s
     pull_start = workload.pull_start_s
     overhead = workload.overhead_s
+    pull_order = pull_issue_order(workload, policy)
 
     links = (PSLink(network.bandwidth_Bps), PSLink(network.bandwidth_Bps))
     link_version = [0, 0]
     events: list[tuple[float, int, int, int, int, int]] = []
     seq = 0
     n_events = 0
+    # trace bookkeeping: when each flow joined, when each connection last freed up
+    joined: list[list[float]] = [[0.0] * n_pull for _ in range(workers)]
+    push_joined: list[list[float]] = [[0.0] * n_push for _ in range(workers)]
+    conn_free = [[0.0] * workers, [0.0] * workers]
 
     def push_event(t: float, kind: int, a: int, b: int = 0) -> None:
         nonlocal seq
@@ -199,12 +238,26 @@ def simulate_async(
             running[w] = True
             push_event(now + seg_dur[s], _SEG_END, w)
 
-    def send(w: int, li: int, idx: int, size: float, now: float) -> None:
-        if latency > 0:
-            push_event(now + latency, _JOIN, w, li * (1 << 30) + idx)
-        else:
-            links[li].add(now, size, (w, idx), w)
-            reschedule(li)
+    def join_pulls(w: int, now: float) -> None:
+        link = links[_DOWN]
+        changed = False
+        order = rng.permutation(n_pull).tolist() if policy == "fifo_random" else pull_order
+        for p in order:
+            changed |= link.add(now, pull_bytes[p], p, w)
+            if trace is not None:
+                joined[w][p] = now
+        if changed:
+            reschedule(_DOWN)
+
+    def join_pushes(w: int, slot: int, now: float) -> None:
+        link = links[_UP]
+        changed = False
+        for q in pushes_after[slot]:
+            changed |= link.add(now, push_bytes[q], q, w)
+            if trace is not None:
+                push_joined[w][q] = now
+        if changed:
+            reschedule(_UP)
 
     def check_end(w: int, now: float) -> None:
         if not ending[w] and seg[w] == n_seg and pulls_left[w] == 0 and pushes_left[w] == 0:
@@ -212,8 +265,12 @@ def simulate_async(
             push_event(max(now, last_update[w]), _STEP_END, w)
 
     def issue_pushes(w: int, slot: int, now: float) -> None:
-        for q in pushes_after[slot]:
-            send(w, _UP, q, push_bytes[q], now)
+        if not pushes_after[slot]:
+            return
+        if latency > 0:
+            push_event(now + latency, _JOIN, w, (_UP << 30) + slot)
+        else:
+            join_pushes(w, slot, now)
 
     t1 = single_step_estimate(workload, network)
     for w in range(workers):
@@ -230,8 +287,13 @@ def simulate_async(
             continue  # stale: the link changed since this was scheduled
         n_events += 1
         if kind == _DEPART:
-            w, idx = links[a].pop(now)
+            w, idx = _pop_flow(links[a], now)
             reschedule(a)
+            if trace is not None:
+                t_join = joined[w][idx] if a == _DOWN else push_joined[w][idx]
+                begin = max(t_join, conn_free[a][w])
+                trace.append((PULL if a == _DOWN else PUSH, w, idx, begin, now))
+                conn_free[a][w] = now
             if a == _DOWN:
                 g = pull_gate[idx]
                 pending[w][g] -= 1
@@ -242,19 +304,25 @@ def simulate_async(
             else:
                 start = now if now > ps_free else ps_free
                 ps_free = start + push_update[idx]
+                if trace is not None:
+                    trace.append((UPDATE, w, idx, start, ps_free))
                 if ps_free > last_update[w]:
                     last_update[w] = ps_free
                 pushes_left[w] -= 1
                 check_end(w, now)
         elif kind == _JOIN:
-            li, idx = divmod(b, 1 << 30)
-            links[li].add(now, pull_bytes[idx] if li == _DOWN else push_bytes[idx], (a, idx), a)
-            reschedule(li)
+            li, slot = divmod(b, 1 << 30)
+            if li == _DOWN:
+                join_pulls(a, now)
+            else:
+                join_pushes(a, slot, now)
         elif kind == _SEG_END:
             w = a
             running[w] = False
             s = seg[w]
             busy[w] += seg_dur[s]
+            if trace is not None:
+                trace.append((COMPUTE, w, s, now - seg_dur[s], now))
             issue_pushes(w, s + 1, now)
             seg[w] = s + 1
             if s + 1 < n_seg:
@@ -276,13 +344,11 @@ def simulate_async(
             pushes_left[w] = n_push
             last_update[w] = now
             issue_pushes(w, 0, now)
-            for p in range(n_pull):
+            if n_pull:
                 if pull_start > 0 or latency > 0:
-                    push_event(now + pull_start + latency, _JOIN, w, p)
+                    push_event(now + pull_start + latency, _JOIN, w, _DOWN << 30)
                 else:
-                    links[_DOWN].add(now, pull_bytes[p], (w, p), w)
-            if n_pull and pull_start == 0 and latency == 0:
-                reschedule(_DOWN)
+                    join_pulls(w, now)
             try_start(w, now)
             check_end(w, now)
 

@@ -57,6 +57,7 @@ class PSLink:
         "bytes_done",
         "capacity",
         "g",
+        "last_conn",
         "t",
     )
 
@@ -72,6 +73,7 @@ class PSLink:
         self._seq = 0
         self.busy_s = 0.0
         self.bytes_done = 0.0
+        self.last_conn: Any = None  # connection of the flow last popped
 
     @property
     def active(self) -> int:
@@ -91,8 +93,14 @@ class PSLink:
             heapq.heappush(self._heap, (c.head_end, self._seq, key, c.version))
             self._seq += 1
 
-    def add(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> None:
-        """A flow of ``size_bytes`` joins the tail of connection ``conn`` at ``now`` (s)."""
+    def add(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> bool:
+        """A flow of ``size_bytes`` joins the tail of connection ``conn`` at ``now`` (s).
+
+        Returns:
+            True if the connection was idle, so every departure time changed
+            (the caller must ask :meth:`next_departure` again); False if the
+            next departure is unchanged.
+        """
         self._advance(now)
         c = self._conns.get(conn)
         if c is None:
@@ -102,6 +110,8 @@ class PSLink:
             self.active_conns += 1
             c.head_end = self.g + size_bytes
             self._schedule(conn, c)
+            return True
+        return False
 
     def _top(self) -> tuple[float, int, Any, int] | None:
         h = self._heap
@@ -123,6 +133,7 @@ class PSLink:
         if top is None:
             raise RuntimeError("pop from an idle link")
         key = top[2]
+        self.last_conn = key
         c = self._conns[key]
         size, payload = c.flows.popleft()
         self.bytes_done += size

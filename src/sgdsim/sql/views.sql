@@ -12,3 +12,20 @@ FROM predictions p
 JOIN predictions b
   ON b.workers = 1 AND b.model = p.model AND b.hardware = p.hardware
  AND b.network = p.network AND b.policy = p.policy AND b.mode = p.mode;
+
+-- Throughput of each policy relative to fifo_random (one tensor at a time in a
+-- random order, the baseline of TicTac's evaluation) and to tf_default, at the
+-- same model, hardware, network, mode and N. NULL where the baseline was not
+-- simulated.
+CREATE VIEW policy_gain AS
+SELECT
+    p.model, p.hardware, p.network, p.mode, p.workers, p.policy, p.steps_per_s,
+    p.steps_per_s / r.steps_per_s AS gain_vs_fifo_random,
+    p.steps_per_s / d.steps_per_s AS gain_vs_tf_default
+FROM predictions p
+LEFT JOIN predictions r
+  ON r.policy = 'fifo_random' AND r.model = p.model AND r.hardware = p.hardware
+ AND r.network = p.network AND r.mode = p.mode AND r.workers = p.workers
+LEFT JOIN predictions d
+  ON d.policy = 'tf_default' AND d.model = p.model AND d.hardware = p.hardware
+ AND d.network = p.network AND d.mode = p.mode AND d.workers = p.workers;

@@ -1,0 +1,61 @@
+"""Profile runs end cleanly: errors, timeouts and a missing GPU leave no process and no output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sgdsim.errors import ProfileError
+from sgdsim.profiling import ProfileSpec, run_profile
+
+
+def sgdsim_processes() -> list[str]:
+    """PS and worker processes started by this test process that are still alive."""
+    out = subprocess.run(["ps", "-eo", "ppid=,args="], capture_output=True, text=True).stdout
+    mine = str(os.getpid())
+    return [
+        line
+        for line in out.splitlines()
+        if line.split(None, 1)[0] == mine and "sgdsim.profiling." in line
+    ]
+
+
+def tiny(**kw) -> ProfileSpec:
+    base = dict(
+        model="LeNet5",
+        batch_size=4,
+        image_size=32,
+        timed_steps=2,
+        traced_steps=1,
+        intra_op_threads=1,
+        inter_op_threads=1,
+        timeout_s=120,
+    )
+    return ProfileSpec(**(base | kw))
+
+
+@pytest.mark.slow
+def test_gpu_entry_on_a_node_without_gpu_fails_clearly(tmp_path: Path, capfd):
+    with pytest.raises(ProfileError, match="worker process failed"):
+        run_profile(tiny(device="gpu", hardware="a100"), tmp_path / "p")
+    err = capfd.readouterr().err
+    assert "'a100' has device: gpu, but this node has no visible GPU" in err
+    assert not (tmp_path / "p").exists()
+    assert sgdsim_processes() == []
+
+
+@pytest.mark.slow
+def test_timeout_kills_ps_and_worker_and_leaves_no_output(tmp_path: Path):
+    with pytest.raises(ProfileError, match=r"exceeded profile.timeout_s = 2 s"):
+        run_profile(tiny(timeout_s=2), tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+    assert list(tmp_path.iterdir()) == []
+    assert sgdsim_processes() == []
+
+
+def test_spec_round_trips_through_json():
+    s = tiny(seed=9)
+    assert ProfileSpec.from_json(s.to_json()) == s
