@@ -42,20 +42,27 @@ def test_tiny_pipeline_publishes_one_prediction_per_grid_point(tiny_run: Path):
     assert con.execute("SELECT count(*) FROM ops").fetchone()[0] > 0
     assert con.execute("SELECT count(*) FROM transfers WHERE direction = 'pull'").fetchone()[0] > 0
     # throughput never decreases when bandwidth grows
-    for (n,) in con.execute("SELECT DISTINCT workers FROM predictions").fetchall():
+    for n, policy in itertools.product(cfg["workers"], cfg["policies"]):
         by_bw = con.execute(
-            "SELECT steps_per_s FROM predictions WHERE workers = ? ORDER BY bandwidth_bps", [n]
+            "SELECT steps_per_s FROM predictions WHERE workers = ? AND policy = ? "
+            "ORDER BY bandwidth_bps",
+            [n, policy],
         ).fetchall()
+        assert len(by_bw) == len(cfg["networks"])
         assert [r[0] for r in by_bw] == sorted(r[0] for r in by_bw)
     # on the slowest network, throughput saturates: sub-linear scaling at the largest N
     slow = min(cfg["networks"], key=lambda n: n["bandwidth_bps"])["name"]
     n_max = max(cfg["workers"])
     eff = con.execute(
-        "SELECT efficiency FROM scaling WHERE network = ? AND workers = ?", [slow, n_max]
+        "SELECT efficiency FROM scaling "
+        "WHERE network = ? AND workers = ? AND policy = 'tf_default'",
+        [slow, n_max],
     ).fetchone()[0]
     assert eff < 0.8
     speedup = dict(
-        con.execute("SELECT workers, speedup FROM scaling WHERE network = '1Gbps'").fetchall()
+        con.execute(
+            "SELECT workers, speedup FROM scaling WHERE network = '1Gbps' AND policy = 'tictac'"
+        ).fetchall()
     )
     assert speedup[1] == pytest.approx(1.0)
     con.close()
@@ -113,7 +120,20 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
         ({"policies": ["fastest"]}, "fastest"),
         ({"networks": [{"name": "slow", "bandwidth_bps": 0}]}, "bandwidth_bps"),
         ({"models": [{"name": "InceptionV3", "image_size": 32}]}, "image_size 32 is below"),
-        ({"simulation": {"steps_per_worker": 3, "warmup_steps": 3}}, "warmup_steps"),
+        (
+            {"simulation": {"steps_per_worker": 3, "warmup_steps": 3, "chrome_traces": []}},
+            "warmup_steps",
+        ),
+        (
+            {
+                "simulation": {
+                    "chrome_traces": [
+                        {"model": "X", "hardware": "cpu", "network": "1Gbps", "workers": 2}
+                    ]
+                }
+            },
+            "chrome_traces[0].model: 'X' is not the name",
+        ),
     ],
 )
 def test_invalid_config_is_refused_before_any_job(tmp_path: Path, patch: dict, message: str):

@@ -14,7 +14,7 @@ from sgdsim.errors import ConfigError
 from sgdsim.models import MIN_IMAGE_SIZE
 
 
-def check_config(config: dict[str, Any], source: str = "config/config.yaml") -> None:
+def check_config(config: dict[str, Any], source: str = "config") -> None:
     """Raise :class:`ConfigError` naming the key and the fix for the first problem found."""
     for key in ("models", "hardware", "networks"):
         dup = [n for n, c in Counter(e["name"] for e in config.get(key, [])).items() if c > 1]
@@ -36,7 +36,9 @@ def check_config(config: dict[str, Any], source: str = "config/config.yaml") -> 
             if t[key] not in names[table]:
                 raise ConfigError(
                     f"{source}: simulation.chrome_traces[{i}].{key}: {t[key]!r} is not the name "
-                    f"of a {table} entry ({', '.join(sorted(names[table]))})"
+                    f"of a {table} entry ({', '.join(sorted(names[table]))}); fix the name, or "
+                    "set simulation.chrome_traces: [] (a --configfile is merged into "
+                    "config/config.yaml, whose simulation.chrome_traces it inherits)"
                 )
     sim = config.get("simulation", {})
     steps, warm = sim.get("steps_per_worker", 30), sim.get("warmup_steps", 3)
