@@ -35,6 +35,12 @@ def test_scaling_figure_has_one_line_per_network_sorted_by_bandwidth():
         scaling_figure(df, "M", "nope")
 
 
+def tiny_config_workers() -> list[int]:
+    import yaml
+
+    return yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())["workers"]
+
+
 def _browser_missing() -> str | None:
     for exe in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
         if not Path(exe).exists():
@@ -112,7 +118,11 @@ def test_scaling_page_renders_and_reacts_in_headless_chromium(dashboard_url: str
         traces = lambda d: d.find_elements(By.CSS_SELECTOR, "#scaling-graph .scatterlayer .trace")
         wait.until(lambda d: len(traces(d)) == 2)
         title = driver.find_element(By.CSS_SELECTOR, "#scaling-graph .gtitle").text
-        assert "LeNet5" in title
+        assert "LeNet5 (tf_default)" in title
+        # one point per worker count on each line: policies are not mixed
+        n_workers = len(tiny_config_workers())
+        points = driver.find_elements(By.CSS_SELECTOR, "#scaling-graph .scatterlayer .trace .point")
+        assert len(points) == 2 * n_workers
         legend = [
             e.text for e in driver.find_elements(By.CSS_SELECTOR, "#scaling-graph .legendtext")
         ]

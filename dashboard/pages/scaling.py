@@ -15,6 +15,10 @@ dash.register_page(__name__, path="/", name="Scaling", title="sgdsim: scaling")
 
 def layout(**_: Any) -> html.Div:
     models = fetch("SELECT DISTINCT model FROM predictions ORDER BY model")["model"].to_list()
+    policies = fetch("SELECT DISTINCT policy FROM predictions ORDER BY policy")["policy"].to_list()
+    default_policy = (
+        "tf_default" if "tf_default" in policies else (policies[0] if policies else None)
+    )
     nets = fetch(
         "SELECT network, min(bandwidth_bps) AS b FROM predictions GROUP BY network ORDER BY b"
     )["network"].to_list()
@@ -27,6 +31,8 @@ def layout(**_: Any) -> html.Div:
                     dcc.Dropdown(
                         models, models[0] if models else None, id="scaling-model", clearable=False
                     ),
+                    html.Label("Transmission policy", htmlFor="scaling-policy"),
+                    dcc.Dropdown(policies, default_policy, id="scaling-policy", clearable=False),
                     html.Label("Networks"),
                     dcc.Checklist(nets, nets, id="scaling-networks", inline=True),
                     html.Label("Metric"),
@@ -46,15 +52,19 @@ def layout(**_: Any) -> html.Div:
 @callback(
     Output("scaling-graph", "figure"),
     Input("scaling-model", "value"),
+    Input("scaling-policy", "value"),
     Input("scaling-networks", "value"),
     Input("scaling-metric", "value"),
 )
-def update_scaling(model: str | None, networks: list[str] | None, metric: str) -> Any:
-    """Figure for the selected model, networks and metric (policy tf_default, async)."""
-    if not model:
+def update_scaling(
+    model: str | None, policy: str | None, networks: list[str] | None, metric: str
+) -> Any:
+    """Figure for the selected model, policy, networks and metric (async SGD)."""
+    if not model or not policy:
         return scaling_figure(fetch("SELECT * FROM scaling WHERE false"), "no model", metric)
     df = fetch(
-        "SELECT * FROM scaling WHERE model = ? AND list_contains(?, network) ORDER BY workers",
-        [model, list(networks or [])],
+        "SELECT * FROM scaling WHERE model = ? AND policy = ? AND mode = 'async' "
+        "AND list_contains(?, network) ORDER BY workers",
+        [model, policy, list(networks or [])],
     )
-    return scaling_figure(df, model, metric)
+    return scaling_figure(df, f"{model} ({policy})", metric)
