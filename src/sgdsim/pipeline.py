@@ -40,6 +40,7 @@ def profile_stage(config: dict[str, Any], hardware: str, model: str, out_dir: st
         batch_size=m.get("batch_size", 16),
         image_size=m.get("image_size", 64),
         classes=m.get("classes", 10),
+        optimizer=m.get("optimizer", "sgd"),
         intra_op_threads=h.get("intra_op_threads", 2),
         inter_op_threads=h.get("inter_op_threads", 2),
         warmup_steps=p.get("warmup_steps", 3),

@@ -17,6 +17,7 @@ class ProfileSpec:
         batch_size: samples per step.
         image_size: input height = width in pixels.
         classes: number of output classes.
+        optimizer: ``sgd``, ``momentum`` or ``adam`` (see :func:`sgdsim.models.make_optimizer`).
         intra_op_threads, inter_op_threads: TensorFlow thread pools of each process.
         warmup_steps: untimed steps first.
         timed_steps: untraced steps whose wall times (seconds) calibrate the model.
@@ -31,6 +32,7 @@ class ProfileSpec:
     batch_size: int = 16
     image_size: int = 64
     classes: int = 10
+    optimizer: str = "sgd"
     intra_op_threads: int = 2
     inter_op_threads: int = 2
     warmup_steps: int = 3

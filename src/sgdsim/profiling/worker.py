@@ -45,7 +45,7 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
     import tensorflow as tf
     import tf_keras
 
-    from sgdsim.models import build_model
+    from sgdsim.models import build_model, make_optimizer
 
     tf.compat.v1.disable_eager_execution()
     if spec.device == "gpu" and not tf.config.list_physical_devices("GPU"):
@@ -87,7 +87,7 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
                 name="loss",
             )
             global_step = tf.compat.v1.train.get_or_create_global_step()
-            opt = tf.compat.v1.train.GradientDescentOptimizer(0.01)
+            opt = make_optimizer(spec.optimizer)
             grads_and_vars = [(g, v) for g, v in opt.compute_gradients(loss) if g is not None]
             apply = opt.apply_gradients(grads_and_vars, global_step=global_step)
             train_op = tf.group(apply, *model.updates, name="train_op")
@@ -99,6 +99,12 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
         for v in tf.compat.v1.global_variables():
             prefix = f"{opt.get_name()}/update_{v.op.name}/"
             update = [o.name for o in ops if o.name.startswith(prefix) and "Apply" in o.type]
+            if not update:  # Adam names its update ops after the optimizer's own scope
+                update = [
+                    o.name
+                    for o in ops
+                    if "Apply" in o.type and o.inputs and o.inputs[0].op.name == v.op.name
+                ]
             g = grad_of.get(v.name)
             variables.append(
                 {
@@ -115,7 +121,8 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
         graph.finalize()
 
     log(
-        f"{spec.model} {spec.image_size}px batch {spec.batch_size} on {spec.device}: "
+        f"{spec.model} {spec.image_size}px batch {spec.batch_size} {spec.optimizer} "
+        f"on {spec.device}: "
         f"{param_count:,} parameters in {len(variables)} variables"
     )
     with tf.compat.v1.Session(server.target, graph=graph, config=cfg) as sess:

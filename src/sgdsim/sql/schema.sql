@@ -61,6 +61,7 @@ CREATE TABLE params (
     trainable         BOOLEAN NOT NULL,
     first_consumer_op VARCHAR,          -- first worker op (forward) reading it
     gradient_op       VARCHAR,          -- worker op producing its gradient
+    gradient_tensor   VARCHAR,          -- transfers.tensor of the push carrying the gradient
     update_op         VARCHAR,          -- PS op applying the update
     update_us         DOUBLE            -- median traced duration of the update op, µs
 );

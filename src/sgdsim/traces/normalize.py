@@ -34,6 +34,10 @@ def params_table(
 ) -> pl.DataFrame:
     """One row per variable: bytes, PS shard, first forward consumer, gradient producer, update op.
 
+    ``gradient_tensor`` is the rendezvous key (``edge_N_*``) of the push that
+    carries the variable's gradient; one op may produce several gradients
+    (fused BatchNorm's gradient yields gamma's and beta's).
+
     Consumers and producers are op names on the worker; ``update_us`` is the
     median traced duration of the variable's update op on the PS (µs).
     """
@@ -63,6 +67,7 @@ def params_table(
     push_t = t.filter(pl.col("direction") == "push")
     push_src = dict(push_t.select("recv_node", "src_op").iter_rows())
     push_bytes = dict(push_t.select("recv_node", "bytes").iter_rows())
+    push_tensor = dict(push_t.select("recv_node", "tensor").iter_rows())
     order = {n: i for i, n in enumerate(w["name"].to_list())}
     rows = []
     for v in variables:
@@ -72,7 +77,7 @@ def params_table(
         upd = v.get("update_op")
         # the update op reads (variable, learning rate, gradient): the gradient is its largest push
         pushed = [x for x in update_inputs.get(upd, []) if x in push_src]
-        grad = push_src[max(pushed, key=push_bytes.__getitem__)] if pushed else None
+        grad_recv = max(pushed, key=push_bytes.__getitem__) if pushed else None
         rows.append(
             {
                 "variable": v["variable"],
@@ -80,7 +85,8 @@ def params_table(
                 "shard": v["device"],
                 "trainable": bool(v["trainable"]),
                 "first_consumer_op": consumer,
-                "gradient_op": grad,
+                "gradient_op": push_src[grad_recv] if grad_recv else None,
+                "gradient_tensor": push_tensor[grad_recv] if grad_recv else None,
                 "update_op": upd,
                 "update_us": float(upd_us[upd]) if upd in upd_us else None,
             }
@@ -94,6 +100,7 @@ def params_table(
             "trainable": pl.Boolean,
             "first_consumer_op": pl.Utf8,
             "gradient_op": pl.Utf8,
+            "gradient_tensor": pl.Utf8,
             "update_op": pl.Utf8,
             "update_us": pl.Float64,
         },

@@ -1,0 +1,88 @@
+"""Every zoo model profiles for real on CPU and normalizes consistently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from sgdsim.models import MIN_IMAGE_SIZE, MODEL_NAMES
+from sgdsim.profiling import ProfileSpec, run_profile
+from sgdsim.traces import normalize_profile
+
+
+def profile_and_normalize(tmp: Path, model: str, **kw) -> Path:
+    spec = ProfileSpec(
+        model=model,
+        batch_size=2,
+        image_size=max(32, MIN_IMAGE_SIZE[model]),
+        warmup_steps=1,
+        timed_steps=1,
+        traced_steps=2,
+        intra_op_threads=1,
+        inter_op_threads=1,
+        timeout_s=600,
+        **kw,
+    )
+    prof = run_profile(spec, tmp / "profile")
+    normalize_profile(prof, tmp / "tables", tmp / "w.json")
+    return tmp / "tables"
+
+
+def one_pull_and_one_push_per_variable(tables: Path) -> None:
+    params = pl.read_parquet(tables / "params.parquet").filter("trainable")
+    ops = pl.read_parquet(tables / "ops.parquet")
+    tr = pl.read_parquet(tables / "transfers.parquet").filter(pl.col("bytes") > 0)
+    reads = ops.filter((pl.col("role") == "ps") & (pl.col("op_type") == "ReadVariableOp"))
+    read_of = reads.select("name", pl.col("inputs").list.first().alias("variable")).unique()
+    pulls = tr.filter(pl.col("direction") == "pull").join(
+        read_of, left_on="src_op", right_on="name"
+    )
+    # (non-trainable BatchNorm statistics are pulled too: fused BN reads them)
+    per_var = (
+        pulls.filter(pl.col("variable").is_in(params["variable"].to_list()))
+        .group_by("variable", "step")
+        .len()
+    )
+    steps = tr["step"].n_unique()
+    assert set(per_var["variable"]) == set(params["variable"])
+    assert (per_var["len"] == 1).all(), per_var.filter(pl.col("len") != 1)
+    assert per_var.height == params.height * steps
+    # one gradient push per variable and step, into its own update op (one op may
+    # produce several gradients: fused BatchNorm's yields gamma's and beta's)
+    assert params["gradient_tensor"].null_count() == 0
+    assert params["gradient_tensor"].n_unique() == params.height
+    pushes = tr.filter(
+        (pl.col("direction") == "push")
+        & pl.col("tensor").is_in(params["gradient_tensor"].to_list())
+    )
+    counts = pushes.group_by("tensor", "step").len()["len"].to_list()
+    assert counts == [1] * (params.height * steps)
+    assert pushes["bytes"].sum() == params["bytes"].sum() * steps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_zoo_model_profiles_and_normalizes(model: str, tmp_path: Path):
+    tables = profile_and_normalize(tmp_path, model)
+    prof = pl.read_parquet(tables / "profile.parquet").row(0, named=True)
+    params = pl.read_parquet(tables / "params.parquet").filter("trainable")
+    assert params["bytes"].sum() == prof["param_bytes"] == 4 * prof["param_count"]
+    one_pull_and_one_push_per_variable(tables)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("optimizer", "apply_op"),
+    [("momentum", "ResourceApplyMomentum"), ("adam", "ResourceApplyAdam")],
+)
+def test_optimizer_slots_live_on_the_ps(optimizer: str, apply_op: str, tmp_path: Path):
+    tables = profile_and_normalize(tmp_path, "LeNet5", optimizer=optimizer)
+    params = pl.read_parquet(tables / "params.parquet")
+    trainable = params.filter("trainable")
+    assert trainable["update_op"].str.ends_with(apply_op).all()
+    slots = params.filter(~pl.col("trainable") & pl.col("shard").str.contains("/job:ps"))
+    per_var = {"momentum": 1, "adam": 2}[optimizer]
+    assert slots.filter(pl.col("bytes") > 8)["bytes"].sum() == per_var * trainable["bytes"].sum()
+    one_pull_and_one_push_per_variable(tables)
