@@ -62,6 +62,47 @@ def tables(db: str) -> None:
     con.close()
 
 
+@main.command(name="import")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--model", required=True, help="Name to file the profile under.")
+@click.option("--hardware", required=True, help="Node kind the traces were taken on.")
+@click.option(
+    "--meta", "meta_path", type=click.Path(dir_okay=False), help="meta.json: step times, batch."
+)
+@click.option(
+    "--batch-size", default=1, show_default=True, help="Samples per step (if not in --meta)."
+)
+@click.option("--out", "out_root", default="results/imported", show_default=True)
+def import_(
+    traces: tuple[str, ...],
+    model: str,
+    hardware: str,
+    meta_path: str | None,
+    batch_size: int,
+    out_root: str,
+) -> None:
+    """Import RunMetadata protobufs taken elsewhere into sgdsim's tables.
+
+    Each TRACE is a serialized tensorflow.RunMetadata of one step, taken with
+    FULL_TRACE and output_partition_graphs=True on a worker/PS cluster.
+    """
+    import polars as pl
+
+    from sgdsim.errors import TraceError
+    from sgdsim.traces.importer import import_run_metadata
+
+    try:
+        tables = import_run_metadata(list(traces), model, hardware, out_root, meta_path, batch_size)
+    except TraceError as e:
+        raise click.ClickException(str(e)) from e
+    p = pl.read_parquet(tables / "profile.parquet").row(0, named=True)
+    click.echo(
+        f"imported {len(traces)} step(s) as {p['profile_id']}: {p['param_count']:,} parameters, "
+        f"untraced step {p['untraced_step_s']:.4f} s, simulated N=1 replay "
+        f"{p['replay_step_s']:.4f} s; tables in {tables}"
+    )
+
+
 @main.command()
 @click.option(
     "--workload",

@@ -13,6 +13,13 @@ Layout of a TF 2.x distributed trace (graph mode, ``FULL_TRACE``,
 - every other node is an executed op: ``timeline_label`` is
   ``name = OpType(input, input, ^control)``; times are ``all_start_micros``
   (epoch µs) and ``all_end_rel_micros`` (µs after start).
+- on a GPU worker, ``/device:GPU:0`` entries are the kernel *launches* on
+  the CPU thread; the kernels' run times are in the ``/device:GPU:0/stream:all``
+  entry (per-stream ``stream:N`` and ``memcpy`` entries repeat them). Worker
+  op times on a GPU come from ``stream:all`` (start of the first kernel to
+  end of the last kernel of the op); the per-stream entries are skipped.
+  This path is tested on step stats built to that layout; it has not yet run
+  on a real GPU.
 - ``partition_graphs[]`` hold the ``_Send``/``_Recv`` pairs: a ``_Recv`` node's
   ``tensor_name`` attribute is the transfer's ``edge_N_*`` name, and the
   matching ``_Send``'s input is the op that produced the tensor.
@@ -87,7 +94,7 @@ def load_run_metadata(path: str | os.PathLike[str]) -> Any:
     except (DecodeError, RuntimeWarning, ValueError) as e:
         raise TraceError(
             f"{p}: not a valid TensorFlow RunMetadata protobuf ({e}); the file is truncated "
-            "or of another kind; re-run the profile stage for it"
+            "or of another kind; take the trace again (profile stage or your own run)"
         ) from e
     roles = {role_of(d.device) for d in md.step_stats.dev_stats if d.node_stats}
     if not {"worker", "ps"} <= roles:
@@ -139,10 +146,21 @@ def parse_step(md: Any, step: int, source: str = "<trace>") -> StepTables:
     if not stats:
         raise TraceError(f"{source}: no node stats")
     t0 = min(ns.all_start_micros for _, ns in stats)
+    kernels: dict[str, tuple[int, int]] = {}
+    for device, ns in stats:
+        if device.endswith("/stream:all"):
+            b, e = ns.all_start_micros, ns.all_start_micros + ns.all_end_rel_micros
+            lo, hi = kernels.get(ns.node_name, (b, e))
+            kernels[ns.node_name] = (min(lo, b), max(hi, e))
     ops: dict[str, list[Any]] = {k: [] for k in OPS_SCHEMA}
     tr: dict[str, list[Any]] = {k: [] for k in TRANSFERS_SCHEMA}
     for device, ns in stats:
+        if "/stream:" in device or device.endswith("/memcpy"):
+            continue  # GPU kernel records: folded into their op below
         start, dur = ns.all_start_micros - t0, ns.all_end_rel_micros
+        if "/device:GPU" in device and ns.node_name in kernels:
+            b, e = kernels[ns.node_name]
+            start, dur = b - t0, e - b
         if ns.node_name == "RecvTensor":
             m = _RECV.search(ns.timeline_label)
             if not m:
