@@ -218,3 +218,18 @@ def test_cli_query_prints_a_table(tiny_run: Path):
         timeout=120,
     )
     assert missing.returncode != 0 and "make run" in missing.stderr
+
+
+def test_hardware_resources_reach_the_profile_job(tmp_path: Path):
+    wd = copy_workflow(tmp_path)
+    cfg = tiny_config()
+    cfg["hardware"] = [
+        {"name": "v100", "device": "gpu", "resources": {"mem_mb": 16000, "runtime": 90, "gpu": 1}}
+    ]
+    cfg["simulation"]["chrome_traces"] = []
+    (wd / "gpu.yaml").write_text(yaml.safe_dump(cfg))
+    r = snakemake(wd, "--cores", "8", "--configfile", "gpu.yaml", "-n", "--resources", "gpu=1")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    line = next(x for x in out.splitlines() if "gpu=1" in x and "resources:" in x)
+    assert "runtime=90" in line and "mem_mb=16000" in line

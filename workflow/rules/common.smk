@@ -42,3 +42,23 @@ def chrome_trace_files():
         f"{t.get('policy', 'tf_default')}/async/w{t['workers']}.json"
         for t in config["simulation"].get("chrome_traces", [])
     ]
+
+
+def _hardware_resources(wildcards):
+    entry = next(h for h in config["hardware"] if h["name"] == wildcards.hardware)
+    return entry.get("resources", {})
+
+
+def profile_mem_mb(wildcards):
+    """Memory (MB) of a profile job, from its hardware entry."""
+    return _hardware_resources(wildcards).get("mem_mb", 4000)
+
+
+def profile_runtime(wildcards):
+    """Wall-time limit (minutes) of a profile job, from its hardware entry."""
+    return _hardware_resources(wildcards).get("runtime", 30)
+
+
+def profile_gpu(wildcards):
+    """GPUs of a profile job, from its hardware entry."""
+    return _hardware_resources(wildcards).get("gpu", 0)

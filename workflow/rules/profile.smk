@@ -8,7 +8,8 @@ rule profile:
         "../../environment.yml"
     threads: workflow.cores  # alone on the node: other jobs would skew the timings
     resources:
-        mem_mb=4000,
-        runtime=30,
+        mem_mb=profile_mem_mb,
+        runtime=profile_runtime,
+        gpu=profile_gpu,
     script:
         "../scripts/profile.py"
