@@ -115,12 +115,6 @@ def pull_issue_order(workload: Workload, policy: str) -> list[int]:
     return idx
 
 
-def _pop_flow(link: PSLink, now: float) -> tuple[int, int]:
-    """Pop the next departing flow; returns (worker, index)."""
-    idx: int = link.pop(now)
-    return link.last_conn, idx
-
-
 def simulate_async(
     workload: Workload,
     network: Network,
@@ -238,25 +232,26 @@ def simulate_async(
             running[w] = True
             push_event(now + seg_dur[s], _SEG_END, w)
 
+    pull_flows = [(pull_bytes[p], p) for p in pull_order]
+    push_flows = [[(push_bytes[q], q) for q in slot] for slot in pushes_after]
+
     def join_pulls(w: int, now: float) -> None:
-        link = links[_DOWN]
-        changed = False
-        order = rng.permutation(n_pull).tolist() if policy == "fifo_random" else pull_order
-        for p in order:
-            changed |= link.add(now, pull_bytes[p], p, w)
-            if trace is not None:
+        if policy == "fifo_random":
+            flows = [(pull_bytes[p], p) for p in rng.permutation(n_pull).tolist()]
+        else:
+            flows = pull_flows
+        if trace is not None:
+            for _, p in flows:
                 joined[w][p] = now
-        if changed:
+        if links[_DOWN].add_batch(now, flows, w):
             reschedule(_DOWN)
 
     def join_pushes(w: int, slot: int, now: float) -> None:
-        link = links[_UP]
-        changed = False
-        for q in pushes_after[slot]:
-            changed |= link.add(now, push_bytes[q], q, w)
-            if trace is not None:
+        flows = push_flows[slot]
+        if trace is not None:
+            for _, q in flows:
                 push_joined[w][q] = now
-        if changed:
+        if links[_UP].add_batch(now, flows, w):
             reschedule(_UP)
 
     def check_end(w: int, now: float) -> None:
@@ -287,29 +282,41 @@ def simulate_async(
             continue  # stale: the link changed since this was scheduled
         n_events += 1
         if kind == _DEPART:
-            w, idx = _pop_flow(links[a], now)
-            reschedule(a)
-            if trace is not None:
-                t_join = joined[w][idx] if a == _DOWN else push_joined[w][idx]
-                begin = max(t_join, conn_free[a][w])
-                trace.append((PULL if a == _DOWN else PUSH, w, idx, begin, now))
-                conn_free[a][w] = now
-            if a == _DOWN:
-                g = pull_gate[idx]
-                pending[w][g] -= 1
-                pulls_left[w] -= 1
-                if g == seg[w]:
-                    try_start(w, now)
-                    check_end(w, now)
-            else:
-                start = now if now > ps_free else ps_free
-                ps_free = start + push_update[idx]
+            link = links[a]
+            while True:
+                idx, w, t_next = link.pop_next(now)
                 if trace is not None:
-                    trace.append((UPDATE, w, idx, start, ps_free))
-                if ps_free > last_update[w]:
-                    last_update[w] = ps_free
-                pushes_left[w] -= 1
-                check_end(w, now)
+                    t_join = joined[w][idx] if a == _DOWN else push_joined[w][idx]
+                    begin = max(t_join, conn_free[a][w])
+                    trace.append((PULL if a == _DOWN else PUSH, w, idx, begin, now))
+                    conn_free[a][w] = now
+                if a == _DOWN:
+                    g = pull_gate[idx]
+                    pending[w][g] -= 1
+                    pulls_left[w] -= 1
+                    if g == seg[w]:
+                        try_start(w, now)
+                        check_end(w, now)
+                else:
+                    start = now if now > ps_free else ps_free
+                    ps_free = start + push_update[idx]
+                    if trace is not None:
+                        trace.append((UPDATE, w, idx, start, ps_free))
+                    if ps_free > last_update[w]:
+                        last_update[w] = ps_free
+                    pushes_left[w] -= 1
+                    check_end(w, now)
+                if t_next is not None and (not events or t_next < events[0][0]):
+                    # the link's next departure precedes every pending event: take it
+                    # now, exactly as the queue would (no other event can come first)
+                    now = t_next
+                    n_events += 1
+                    continue
+                link_version[a] += 1
+                if t_next is not None:
+                    heapq.heappush(events, (t_next, _DEPART, seq, _DEPART, a, link_version[a]))
+                    seq += 1
+                break
         elif kind == _JOIN:
             li, slot = divmod(b, 1 << 30)
             if li == _DOWN:
@@ -318,17 +325,27 @@ def simulate_async(
                 join_pushes(a, slot, now)
         elif kind == _SEG_END:
             w = a
-            running[w] = False
-            s = seg[w]
-            busy[w] += seg_dur[s]
-            if trace is not None:
-                trace.append((COMPUTE, w, s, now - seg_dur[s], now))
-            issue_pushes(w, s + 1, now)
-            seg[w] = s + 1
-            if s + 1 < n_seg:
-                try_start(w, now)
-            else:
-                check_end(w, now)
+            while True:
+                s = seg[w]
+                busy[w] += seg_dur[s]
+                if trace is not None:
+                    trace.append((COMPUTE, w, s, now - seg_dur[s], now))
+                issue_pushes(w, s + 1, now)
+                s += 1
+                seg[w] = s
+                if s == n_seg:
+                    running[w] = False
+                    check_end(w, now)
+                elif pending[w][s] == 0:  # the next segment can start at once
+                    t_end = now + seg_dur[s]
+                    if not events or t_end < events[0][0]:
+                        now = t_end  # and it ends before any pending event: run it now
+                        n_events += 1
+                        continue
+                    push_event(t_end, _SEG_END, w)
+                else:
+                    running[w] = False  # waits for a pull
+                break
         elif kind == _STEP_END:
             w = a
             step_ends[w].append(now)

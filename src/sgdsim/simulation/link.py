@@ -113,6 +113,26 @@ class PSLink:
             return True
         return False
 
+    def add_batch(self, now: float, flows: list[tuple[float, Any]], conn: Any = 0) -> bool:
+        """Flows ``(bytes, payload)`` join the tail of ``conn`` together at ``now``, in order.
+
+        Returns:
+            As :meth:`add`: True if every departure time changed.
+        """
+        if not flows:
+            return False
+        self._advance(now)
+        c = self._conns.get(conn)
+        if c is None:
+            c = self._conns[conn] = _Conn()
+        was_idle = not c.flows
+        c.flows.extend(flows)
+        if was_idle:
+            self.active_conns += 1
+            c.head_end = self.g + flows[0][0]
+            self._schedule(conn, c)
+        return was_idle
+
     def _top(self) -> tuple[float, int, Any, int] | None:
         h = self._heap
         while h and h[0][3] != self._conns[h[0][2]].version:
@@ -125,6 +145,43 @@ class PSLink:
         if top is None:
             return None
         return self.t + max(0.0, top[0] - self.g) * self.active_conns / self.capacity
+
+    def pop_next(self, now: float) -> tuple[Any, Any, float | None]:
+        """Pop the departing flow at ``now``; return (payload, connection, next departure).
+
+        The same as :meth:`pop` followed by :meth:`next_departure`, in one call
+        (the simulator's inner loop).
+        """
+        # advance the clocks to now
+        k = self.active_conns
+        if k:
+            dt = now - self.t
+            self.g += dt * self.capacity / k
+            self.busy_s += dt
+        self.t = now
+        h = self._heap
+        conns = self._conns
+        while h[0][3] != conns[h[0][2]].version:
+            heapq.heappop(h)
+        head_end, _, key, _ = h[0]
+        c = conns[key]
+        size, payload = c.flows.popleft()
+        self.bytes_done += size
+        c.version += 1
+        if c.flows:
+            c.head_end = head_end + c.flows[0][0]
+            heapq.heapreplace(h, (c.head_end, self._seq, key, c.version))
+            self._seq += 1
+        else:
+            heapq.heappop(h)
+            k -= 1
+            self.active_conns = k
+        while h and h[0][3] != conns[h[0][2]].version:
+            heapq.heappop(h)
+        if not h:
+            return payload, key, None
+        gap = h[0][0] - self.g
+        return payload, key, now + (gap if gap > 0.0 else 0.0) * k / self.capacity
 
     def pop(self, now: float) -> Any:
         """Remove and return the payload of the next flow to leave (at time ``now``)."""
