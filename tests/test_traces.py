@@ -54,6 +54,19 @@ def test_normalize_writes_tables_and_a_calibrated_workload(lenet_profile: Path, 
     start = dict(ops.select("name", "start_us").iter_rows())
     assert [start[firsts[v]] for v in order] == sorted(start[firsts[v]] for v in order)
     assert trainable["gradient_op"].str.starts_with("gradients/").all()
+    # per-parameter timing: first use grows along the layers in the forward pass,
+    # gradients become ready in reverse layer order in the backward pass
+    first = dict(params.select("variable", "first_use_us").iter_rows())
+    ready = dict(params.select("variable", "gradient_ready_us").iter_rows())
+    assert [first[v] for v in order] == sorted(first[v] for v in order)
+    assert [ready[v] for v in order] == sorted((ready[v] for v in order), reverse=True)
+    assert all(ready[v] > first[v] for v in order)
+    assert (trainable["update_us"] >= 0).all() and (trainable["update_iqr_us"] >= 0).all()
+    steps = pl.read_parquet(tmp_path / "tables" / "steps.parquet")
+    assert steps.height == prof["traced_steps"] == 2
+    assert (steps["worker_busy_us"] <= steps["span_us"]).all()
+    assert (steps["pull_bytes"] == prof["param_bytes"]).all()
+    assert 0 < prof["worker_busy_s"] <= prof["trace_span_s"]
     assert 0 < prof["tracing_factor"] < 1.5
     assert (tmp_path / "w.json").is_file()
 

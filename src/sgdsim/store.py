@@ -13,7 +13,13 @@ import duckdb
 from sgdsim.io import atomic_path
 
 #: Parquet file of each profile table inside a normalized tables directory.
-PROFILE_TABLES = {"profiles": "profile", "ops": "ops", "transfers": "transfers", "params": "params"}
+PROFILE_TABLES = {
+    "profiles": "profile",
+    "profile_steps": "steps",
+    "ops": "ops",
+    "transfers": "transfers",
+    "params": "params",
+}
 
 
 def sql_text(name: str) -> str:

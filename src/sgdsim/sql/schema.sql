@@ -24,7 +24,23 @@ CREATE TABLE profiles (
     profile_latency_s     DOUBLE NOT NULL,     -- intercept of that fit (software delay)
     profile_fit_rms_s     DOUBLE NOT NULL,     -- RMS residual of that fit
     replay_step_s         DOUBLE NOT NULL,     -- simulated N=1 step on the profile's network
-    compute_s             DOUBLE NOT NULL      -- calibrated compute time of one step
+    compute_s             DOUBLE NOT NULL,     -- calibrated compute time of one step
+    overhead_s            DOUBLE NOT NULL,     -- calibrated per-step overhead between steps
+    pull_start_s          DOUBLE NOT NULL,     -- calibrated delay from step start to first pull landing
+    trace_span_s          DOUBLE NOT NULL,     -- median span of a traced step (first to last event)
+    trace_span_iqr_s      DOUBLE NOT NULL,     -- interquartile range of that span
+    worker_busy_s         DOUBLE NOT NULL      -- median union of worker op intervals (traced)
+);
+
+CREATE TABLE profile_steps (
+    profile_id      VARCHAR NOT NULL,
+    step            INTEGER NOT NULL,  -- traced step index k
+    span_us         BIGINT NOT NULL,   -- first to last event of the step, any device
+    worker_busy_us  BIGINT NOT NULL,   -- union of the worker's op intervals
+    worker_idle_us  BIGINT NOT NULL,   -- worker span minus busy time
+    pull_end_us     BIGINT NOT NULL,   -- last pull arrival
+    pull_bytes      BIGINT NOT NULL,   -- bytes pulled (PS -> worker)
+    push_bytes      BIGINT NOT NULL    -- bytes pushed (worker -> PS)
 );
 
 CREATE TABLE ops (
@@ -63,7 +79,10 @@ CREATE TABLE params (
     gradient_op       VARCHAR,          -- worker op producing its gradient
     gradient_tensor   VARCHAR,          -- transfers.tensor of the push carrying the gradient
     update_op         VARCHAR,          -- PS op applying the update
-    update_us         DOUBLE            -- median traced duration of the update op, µs
+    first_use_us      DOUBLE,           -- median start of the first consumer, µs after step start
+    gradient_ready_us DOUBLE,           -- median end of the gradient producer, µs after step start
+    update_us         DOUBLE,           -- median traced duration of the update op, µs
+    update_iqr_us     DOUBLE            -- interquartile range of that duration, µs
 );
 
 CREATE TABLE predictions (

@@ -17,7 +17,7 @@ from sgdsim.traces.calibrate import build_workload, profile_network, tracing_fac
 from sgdsim.traces.parse import load_run_metadata, parse_step
 
 #: Files :func:`normalize_profile` writes into its output directory.
-TABLES = ("profile", "ops", "transfers", "params")
+TABLES = ("profile", "steps", "ops", "transfers", "params")
 
 
 def _read_json(path: Path) -> Any:
@@ -38,15 +38,34 @@ def params_table(
     carries the variable's gradient; one op may produce several gradients
     (fused BatchNorm's gradient yields gamma's and beta's).
 
-    Consumers and producers are op names on the worker; ``update_us`` is the
-    median traced duration of the variable's update op on the PS (µs).
+    Consumers and producers are op names on the worker. Times are medians
+    over the traced steps, in µs of traced time (not scaled to untraced time):
+    ``first_use_us`` when the first consumer starts and ``gradient_ready_us``
+    when the gradient's producer ends, both after the step's first event;
+    ``update_us`` the update op's duration on the PS, ``update_iqr_us`` its
+    interquartile range.
     """
     ps = ops.filter(pl.col("role") == "ps")
     reads: dict[str, list[str]] = {}
     for name, typ, ins in ps.select("name", "op_type", "inputs").iter_rows():
         if typ == "ReadVariableOp" and ins:
             reads.setdefault(ins[0], []).append(name)
-    upd_us = dict(ps.group_by("name").agg(pl.col("dur_us").median()).iter_rows())
+    ps_stats = ps.group_by("name").agg(
+        pl.col("dur_us").median().alias("med"),
+        (pl.col("dur_us").quantile(0.75) - pl.col("dur_us").quantile(0.25)).alias("iqr"),
+    )
+    upd_us = dict(ps_stats.select("name", "med").iter_rows())
+    upd_iqr = dict(ps_stats.select("name", "iqr").iter_rows())
+    w_times = (
+        ops.filter(pl.col("role") == "worker")
+        .group_by("name")
+        .agg(
+            pl.col("start_us").median().alias("start"),
+            (pl.col("start_us") + pl.col("dur_us")).median().alias("end"),
+        )
+    )
+    op_start = dict(w_times.select("name", "start").iter_rows())
+    op_end = dict(w_times.select("name", "end").iter_rows())
     update_inputs = dict(ps.group_by("name").agg(pl.col("inputs").first()).iter_rows())
     w = (
         ops.filter(pl.col("role") == "worker")
@@ -88,7 +107,10 @@ def params_table(
                 "gradient_op": push_src[grad_recv] if grad_recv else None,
                 "gradient_tensor": push_tensor[grad_recv] if grad_recv else None,
                 "update_op": upd,
+                "first_use_us": op_start.get(consumer) if consumer else None,
+                "gradient_ready_us": (op_end.get(push_src[grad_recv]) if grad_recv else None),
                 "update_us": float(upd_us[upd]) if upd in upd_us else None,
+                "update_iqr_us": float(upd_iqr[upd]) if upd in upd_iqr else None,
             }
         )
     return pl.DataFrame(
@@ -102,7 +124,63 @@ def params_table(
             "gradient_op": pl.Utf8,
             "gradient_tensor": pl.Utf8,
             "update_op": pl.Utf8,
+            "first_use_us": pl.Float64,
+            "gradient_ready_us": pl.Float64,
             "update_us": pl.Float64,
+            "update_iqr_us": pl.Float64,
+        },
+    )
+
+
+def step_summary(ops: pl.DataFrame, transfers: pl.DataFrame) -> pl.DataFrame:
+    """One row per traced step (µs of traced time).
+
+    Columns: ``span_us`` (first to last event of the step on any device),
+    ``worker_busy_us`` (union of the worker's op intervals: its compute
+    critical path, ops on parallel threads counted once), ``worker_idle_us``
+    (worker span minus busy), ``pull_end_us`` (last pull arrival),
+    ``pull_bytes`` and ``push_bytes``.
+    """
+    rows = []
+    for step in sorted(set(ops["step"].to_list())):
+        o = ops.filter(pl.col("step") == step)
+        w = o.filter(pl.col("role") == "worker").sort("start_us")
+        ws, we = w["start_us"].to_numpy(), (w["start_us"] + w["dur_us"]).to_numpy()
+        busy, cur = 0, None
+        for s, e in zip(ws.tolist(), we.tolist(), strict=True):
+            if cur is None or s > cur:
+                busy += e - s
+                cur = e
+            elif e > cur:
+                busy += e - cur
+                cur = e
+        t = transfers.filter(pl.col("step") == step)
+        pulls = t.filter(pl.col("direction") == "pull")
+        pushes = t.filter(pl.col("direction") == "push")
+        pull_end = (pulls["start_us"] + pulls["dur_us"]).to_numpy()
+        o_end = (o["start_us"] + o["dur_us"]).to_numpy()
+        w_span = int(we.max() - ws.min()) if len(ws) else 0
+        rows.append(
+            {
+                "step": step,
+                "span_us": int(o_end.max() - o["start_us"].to_numpy().min()),
+                "worker_busy_us": int(busy),
+                "worker_idle_us": w_span - int(busy),
+                "pull_end_us": int(pull_end.max()) if len(pull_end) else 0,
+                "pull_bytes": int(pulls["bytes"].to_numpy().sum()),
+                "push_bytes": int(pushes["bytes"].to_numpy().sum()),
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "step": pl.Int32,
+            "span_us": pl.Int64,
+            "worker_busy_us": pl.Int64,
+            "worker_idle_us": pl.Int64,
+            "pull_end_us": pl.Int64,
+            "pull_bytes": pl.Int64,
+            "push_bytes": pl.Int64,
         },
     )
 
@@ -152,6 +230,9 @@ def normalize_profile(
     loopback = Network(net.bandwidth_Bps, 0.0, "profile")  # its latency is in pull_start_s
     replay = simulate_async(workload, loopback, workers=1, steps_per_worker=12, warmup_steps=2)
     q = statistics.quantiles(untraced, n=4) if len(untraced) > 1 else [untraced[0]] * 3
+    steps = step_summary(ops, transfers)
+    span = steps["span_us"].to_list()
+    qs = statistics.quantiles(span, n=4) if len(span) > 1 else [span[0]] * 3
     profile = pl.DataFrame(
         [
             {
@@ -176,12 +257,23 @@ def normalize_profile(
                 "profile_fit_rms_s": net_rms,
                 "replay_step_s": replay.mean_step_s,
                 "compute_s": workload.compute_s,
+                "overhead_s": workload.overhead_s,
+                "pull_start_s": workload.pull_start_s,
+                "trace_span_s": statistics.median(span) * 1e-6,
+                "trace_span_iqr_s": (qs[2] - qs[0]) * 1e-6,
+                "worker_busy_s": statistics.median(steps["worker_busy_us"].to_list()) * 1e-6,
             }
         ]
     )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tables = {"profile": profile, "ops": ops, "transfers": transfers, "params": params}
+    tables = {
+        "profile": profile,
+        "steps": steps,
+        "ops": ops,
+        "transfers": transfers,
+        "params": params,
+    }
     with atomic_path(out / ".staging") as tmp:
         tmp.mkdir()
         for name, df in tables.items():
