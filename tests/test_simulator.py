@@ -228,3 +228,36 @@ def test_chrome_trace_is_valid_and_serialized_per_track():
         iv.sort()
         assert all(a[1] <= b[0] + 1e-6 for a, b in itertools.pairwise(iv))
     json.dumps(tr)  # serializable
+
+
+def test_colocated_workers_share_the_node_cores_by_hand():
+    # one 1 s segment per step, nothing to transfer; two workers on one node
+    w = workload([1.0], [], [], [], [], [])
+    net = Network(1e9, 0.0)
+    log: list[list[float]] = []
+    simulate_async(w, net, 2, 2, 0, workers_per_node=2, start_offsets_s=[0, 0], step_log=log)
+    # both compute at half speed: both steps end at 2 s, the next at 4 s
+    assert log == [pytest.approx([2.0, 4.0]), pytest.approx([2.0, 4.0])]
+    log = []
+    simulate_async(w, net, 2, 1, 0, workers_per_node=2, start_offsets_s=[0, 0.5], step_log=log)
+    # worker 0 alone for 0.5 s (0.5 done), shared 0.5-1.5 s (0.5 more): ends 1.5 s;
+    # worker 1 did 0.5 by 1.5 s, alone after: ends 2.0 s
+    assert log == [pytest.approx([1.5]), pytest.approx([2.0])]
+    # on separate nodes they do not slow each other
+    log = []
+    simulate_async(w, net, 2, 1, 0, workers_per_node=1, start_offsets_s=[0, 0.5], step_log=log)
+    assert log == [pytest.approx([1.0]), pytest.approx([1.5])]
+
+
+def test_colocated_compute_bound_workers_add_no_throughput():
+    w = workload([0.01, 0.02, 0.01], [1e5, 2e5, 3e5], [0, 1, 2], [3e5, 1e5], [1, 2], [1e-3, 1e-3])
+    fast = Network(1e13, 0.0)  # compute-bound: the network is never the limit
+    alone = 1 / 0.04  # steps/s of one worker: compute 0.04 s per step
+    spread = simulate_async(w, fast, 4, 30, 3, seed=3, workers_per_node=1)
+    packed = simulate_async(w, fast, 4, 30, 3, seed=3, workers_per_node=4)
+    assert spread.steps_per_s == pytest.approx(4 * alone, rel=0.05)
+    assert packed.steps_per_s == pytest.approx(alone, rel=0.05)  # one node's cores in all
+    trace: list = []
+    simulate_async(w, fast, 2, 3, 1, seed=3, workers_per_node=2, trace=trace)
+    compute = [r for r in trace if r[0] == "compute"]
+    assert len(compute) == 2 * 3 * 3 and all(r[4] >= r[3] for r in compute)

@@ -80,6 +80,7 @@ def simulate_stage(
         policy=wildcards["policy"],
         seed=config.get("seed", 42),
         replications=sim.get("replications", 3),
+        workers_per_node=sim.get("workers_per_node", 1),
     )
     row = {
         "model": wildcards["model"],
@@ -137,6 +138,7 @@ def chrome_trace_stage(
         policy=wildcards["policy"],
         seed=config.get("seed", 42),
         trace=records,
+        workers_per_node=config["simulation"].get("workers_per_node", 1),
     )
     meta = {**wildcards, "steps_per_s": r.steps_per_s, "seed": r.seed}
     write_chrome_trace(out_path, chrome_trace(records, r.workers, meta))

@@ -126,6 +126,7 @@ def simulate_async(
     start_offsets_s: Sequence[float] | None = None,
     step_log: list[list[float]] | None = None,
     trace: list[TraceRecord] | None = None,
+    workers_per_node: int = 1,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against one PS.
 
@@ -152,6 +153,12 @@ def simulate_async(
         start_offsets_s: (N,) start time of each worker in seconds, instead of
             the seeded random offsets.
         step_log: if given, receives each worker's list of step end times (s).
+        workers_per_node: workers placed on one node (worker ``w`` on node
+            ``w // workers_per_node``). Co-located workers share the node's
+            cores: while ``k`` of them compute, each runs at ``1/k`` of its
+            profiled speed (processor sharing; the profile took the whole node).
+            Their NICs are not a bottleneck as long as the PS NIC, which carries
+            every worker's traffic, has the same capacity.
         trace: if given, receives ``(kind, worker, index, start_s, end_s)`` for
             every compute segment, transfer (time on the wire) and PS update;
             see :func:`sgdsim.simulation.chrome_trace.chrome_trace`.
@@ -169,6 +176,8 @@ def simulate_async(
         raise ValueError(
             f"need 0 <= warmup_steps < steps_per_worker, got {warmup_steps}, {steps_per_worker}"
         )
+    if workers_per_node < 1:
+        raise ValueError(f"workers_per_node must be >= 1, got {workers_per_node}")
     if start_offsets_s is not None and len(start_offsets_s) != workers:
         raise ValueError(f"start_offsets_s needs {workers} values, got {len(start_offsets_s)}")
     if policy not in POLICIES:
@@ -193,8 +202,15 @@ def simulate_async(
     overhead = workload.overhead_s
     pull_order = pull_issue_order(workload, policy)
 
-    links = (PSLink(network.bandwidth_Bps), PSLink(network.bandwidth_Bps))
-    link_version = [0, 0]
+    shared_cpu = workers_per_node > 1
+    n_nodes = -(-workers // workers_per_node)
+    # links 0, 1: the PS NIC per direction; links 2+: the cores of each worker node
+    # (capacity 1: one second of profiled compute per second when alone)
+    links = [PSLink(network.bandwidth_Bps), PSLink(network.bandwidth_Bps)]
+    if shared_cpu:
+        links += [PSLink(1.0) for _ in range(n_nodes)]
+    link_version = [0] * len(links)
+    seg_start = [0.0] * workers
     events: list[tuple[float, int, int, int, int, int]] = []
     seq = 0
     n_events = 0
@@ -230,7 +246,27 @@ def simulate_async(
         s = seg[w]
         if not running[w] and s < n_seg and pending[w][s] == 0:
             running[w] = True
-            push_event(now + seg_dur[s], _SEG_END, w)
+            if shared_cpu:
+                seg_start[w] = now
+                li = 2 + w // workers_per_node
+                if links[li].add(now, seg_dur[s], s, w):
+                    reschedule(li)
+            else:
+                push_event(now + seg_dur[s], _SEG_END, w)
+
+    def end_segment(w: int, now: float) -> None:
+        """Segment ``seg[w]`` of worker ``w`` ends at ``now`` (shared-core mode)."""
+        running[w] = False
+        s = seg[w]
+        busy[w] += seg_dur[s]
+        if trace is not None:
+            trace.append((COMPUTE, w, s, seg_start[w], now))
+        issue_pushes(w, s + 1, now)
+        seg[w] = s + 1
+        if s + 1 < n_seg:
+            try_start(w, now)
+        else:
+            check_end(w, now)
 
     pull_flows = [(pull_bytes[p], p) for p in pull_order]
     push_flows = [[(push_bytes[q], q) for q in slot] for slot in pushes_after]
@@ -281,7 +317,13 @@ def simulate_async(
         if kind == _DEPART and b != link_version[a]:
             continue  # stale: the link changed since this was scheduled
         n_events += 1
-        if kind == _DEPART:
+        if kind == _DEPART and a >= 2:  # a node's cores finished a segment
+            _, w, t_next = links[a].pop_next(now)
+            link_version[a] += 1
+            if t_next is not None:
+                push_event(t_next, _DEPART, a, link_version[a])
+            end_segment(w, now)
+        elif kind == _DEPART:
             link = links[a]
             while True:
                 idx, w, t_next = link.pop_next(now)
@@ -415,6 +457,7 @@ def simulate_async_replicated(
     policy: str = "tf_default",
     seed: int = 0,
     replications: int = 3,
+    workers_per_node: int = 1,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -433,7 +476,16 @@ def simulate_async_replicated(
     if replications < 1:
         raise ValueError(f"replications must be >= 1, got {replications}")
     runs = [
-        simulate_async(workload, network, workers, steps_per_worker, warmup_steps, policy, seed + r)
+        simulate_async(
+            workload,
+            network,
+            workers,
+            steps_per_worker,
+            warmup_steps,
+            policy,
+            seed + r,
+            workers_per_node=workers_per_node,
+        )
         for r in range(replications if workers > 1 else 1)
     ]
     mean = {
