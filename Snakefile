@@ -20,4 +20,5 @@ rule all:
     default_target: True
     input:
         rules.publish.output.db,
+        rules.report.output.policy_gain,
         chrome_trace_files(),

@@ -93,6 +93,9 @@ def test_tiny_pipeline_writes_the_listed_chrome_trace_and_policy_gains(tiny_run:
     ).fetchone()
     assert gains[0] == gains[1] == len(cfg["workers"]) * len(cfg["networks"])
     con.close()
+    report = (tiny_run / "results" / "reports" / "policy_gain.md").read_text()
+    for net in cfg["networks"]:
+        assert f"| LeNet5 | cpu | {net['name']} | tictac |" in report
 
 
 @pytest.mark.slow

@@ -156,3 +156,10 @@ def publish_stage(
         [Path(p) for p in prediction_files],
         config_json=json.dumps(config, sort_keys=True, default=str),
     )
+
+
+def report_stage(db_path: str, policy_gain_path: str) -> None:
+    """Markdown reports from the store (see :mod:`sgdsim.reports`)."""
+    from sgdsim.reports import policy_gain_report
+
+    policy_gain_report(db_path, policy_gain_path)

@@ -14,3 +14,17 @@ rule publish:
         runtime=10,
     script:
         "../scripts/publish.py"
+
+
+rule report:
+    """Markdown reports read from the store."""
+    input:
+        db=rules.publish.output.db,
+    output:
+        policy_gain="results/reports/policy_gain.md",
+    log:
+        "results/logs/report.log",
+    conda:
+        "../../environment.yml"
+    script:
+        "../scripts/report.py"

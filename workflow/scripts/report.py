@@ -1,0 +1,7 @@
+import sys
+
+sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
+
+from sgdsim.pipeline import report_stage
+
+report_stage(snakemake.input.db, snakemake.output.policy_gain)
