@@ -7,8 +7,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from sgdsim.profiling import ProfileSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "config", ".test", "environment.yml")
@@ -49,20 +53,27 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wd
 
 
-@pytest.fixture(scope="session")
-def lenet_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real TensorFlow profile of LeNet5 (one worker, one PS, two traced steps)."""
-    from sgdsim.profiling import ProfileSpec, run_profile
+def small_spec(**overrides: Any) -> ProfileSpec:
+    """A quick profile spec: LeNet5, 32 px, batch 8, one thread, few steps."""
+    from sgdsim.profiling import ProfileSpec
 
-    out = tmp_path_factory.mktemp("lenet") / "profile"
-    spec = ProfileSpec(
+    base: dict[str, Any] = dict(
         model="LeNet5",
         batch_size=8,
         image_size=32,
+        warmup_steps=2,
         timed_steps=3,
         traced_steps=2,
         intra_op_threads=1,
         inter_op_threads=1,
         timeout_s=300,
     )
-    return run_profile(spec, out)
+    return ProfileSpec(**(base | overrides))
+
+
+@pytest.fixture(scope="session")
+def lenet_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real TensorFlow profile of LeNet5 (one worker, one PS, two traced steps)."""
+    from sgdsim.profiling import run_profile
+
+    return run_profile(small_spec(), tmp_path_factory.mktemp("lenet") / "profile")

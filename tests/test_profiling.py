@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import small_spec
 
 from sgdsim.errors import ProfileError
 from sgdsim.profiling import ProfileSpec, run_profile
@@ -24,17 +25,9 @@ def sgdsim_processes() -> list[str]:
 
 
 def tiny(**kw) -> ProfileSpec:
-    base = dict(
-        model="LeNet5",
-        batch_size=4,
-        image_size=32,
-        timed_steps=2,
-        traced_steps=1,
-        intra_op_threads=1,
-        inter_op_threads=1,
-        timeout_s=120,
+    return small_spec(
+        **({"batch_size": 4, "timed_steps": 2, "traced_steps": 1, "timeout_s": 120} | kw)
     )
-    return ProfileSpec(**(base | kw))
 
 
 @pytest.mark.slow

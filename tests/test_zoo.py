@@ -6,22 +6,20 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import small_spec
 
 from sgdsim.models import MIN_IMAGE_SIZE, MODEL_NAMES
-from sgdsim.profiling import ProfileSpec, run_profile
+from sgdsim.profiling import run_profile
 from sgdsim.traces import normalize_profile
 
 
 def profile_and_normalize(tmp: Path, model: str, **kw) -> Path:
-    spec = ProfileSpec(
+    spec = small_spec(
         model=model,
         batch_size=2,
         image_size=max(32, MIN_IMAGE_SIZE[model]),
         warmup_steps=1,
         timed_steps=1,
-        traced_steps=2,
-        intra_op_threads=1,
-        inter_op_threads=1,
         timeout_s=600,
         **kw,
     )
