@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 8
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint dashboard setup clean
+.PHONY: run test test-fast lint dashboard setup system-deps clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,10 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 
-test: $(STAMP)
+system-deps:
+	@bash tools/system-deps.sh
+
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
