@@ -221,6 +221,35 @@ def test_cli_query_prints_a_table(tiny_run: Path):
         timeout=120,
     )
     assert missing.returncode != 0 and "make run" in missing.stderr
+    workload = tiny_run / "results" / "workloads" / "cpu" / "LeNet5.json"
+    pred = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sgdsim.cli",
+            "predict",
+            "--workload",
+            str(workload),
+            "-b",
+            "1e8",
+            "-b",
+            "1e10",
+            "-n",
+            "1",
+            "-n",
+            "3",
+            "--steps",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert pred.returncode == 0, pred.stderr
+    rows = [line for line in pred.stdout.splitlines() if line.startswith("| 1e+")]
+    assert len(rows) == 4
+    sps = {(r.split("|")[1].strip(), r.split("|")[2].strip()): float(r.split("|")[3]) for r in rows}
+    assert sps[("1e+10", "3")] > sps[("1e+08", "3")]
 
 
 def test_hardware_resources_reach_the_profile_job(tmp_path: Path):

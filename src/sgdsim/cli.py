@@ -62,6 +62,95 @@ def tables(db: str) -> None:
     con.close()
 
 
+@main.command()
+@click.option(
+    "--workload",
+    "workload_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Workload JSON written by the normalize stage, e.g. results/workloads/cpu/ResNet50.json.",
+)
+@click.option(
+    "--bandwidth-bps",
+    "-b",
+    multiple=True,
+    type=float,
+    default=(1e9,),
+    show_default=True,
+    help="NIC capacity per direction in bit/s; repeat for several networks.",
+)
+@click.option("--latency-s", default=1e-4, show_default=True, help="Per-message latency, s.")
+@click.option("--workers", "-n", multiple=True, type=int, default=(1, 2, 4, 8), show_default=True)
+@click.option("--policy", default="tf_default", show_default=True, help="Transmission policy.")
+@click.option("--workers-per-node", default=1, show_default=True)
+@click.option("--steps", default=20, show_default=True, help="Steps per worker.")
+@click.option("--replications", default=3, show_default=True)
+@click.option("--seed", default=42, show_default=True)
+def predict(
+    workload_path: str,
+    bandwidth_bps: tuple[float, ...],
+    latency_s: float,
+    workers: tuple[int, ...],
+    policy: str,
+    workers_per_node: int,
+    steps: int,
+    replications: int,
+    seed: int,
+) -> None:
+    """Predict throughput for networks and worker counts outside the configured grid.
+
+    Example: sgdsim predict --workload results/workloads/cpu/MobileNetV2.json -b 2.5e9 -n 3 -n 6
+    """
+    from sgdsim.reports import markdown_table
+    from sgdsim.simulation import Network, Workload, simulate_async_replicated
+
+    w = Workload.load(workload_path)
+    rows = []
+    for bw in bandwidth_bps:
+        for n in workers:
+            try:
+                r = simulate_async_replicated(
+                    w,
+                    Network.from_bits(bw, latency_s),
+                    n,
+                    steps,
+                    min(3, steps - 1),
+                    policy,
+                    seed,
+                    replications,
+                    workers_per_node,
+                )
+            except ValueError as e:
+                raise click.ClickException(str(e)) from e
+            rows.append(
+                (
+                    f"{bw:.3g}",
+                    n,
+                    r.steps_per_s,
+                    r.steps_per_s_std,
+                    r.samples_per_s,
+                    r.mean_step_s,
+                    r.ps_down_util,
+                    r.blocked_fraction,
+                )
+            )
+    click.echo(
+        markdown_table(
+            [
+                "bandwidth bit/s",
+                "N",
+                "steps/s",
+                "± std",
+                "samples/s",
+                "step s",
+                "PS down util",
+                "blocked",
+            ],
+            rows,
+        )
+    )
+
+
 @main.command(name="import")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--model", required=True, help="Name to file the profile under.")
