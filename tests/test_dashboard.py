@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from conftest import ROOT
 
-from dashboard.figures import scaling_figure
+from dashboard.figures import policy_figure, scaling_figure
 from sgdsim.profiling.procs import free_ports, spawn, stop
 
 
@@ -33,6 +33,21 @@ def test_scaling_figure_has_one_line_per_network_sorted_by_bandwidth():
     assert "M" in fig.layout.title.text
     with pytest.raises(ValueError, match="metric"):
         scaling_figure(df, "M", "nope")
+
+
+def test_policy_figure_has_one_line_per_policy():
+    df = pl.DataFrame(
+        {
+            "policy": ["tictac", "tictac", "fifo_random", "fifo_random"],
+            "workers": [2, 1, 1, 2],
+            "steps_per_s": [3.0, 2.0, 2.0, 2.5],
+            "gain_vs_fifo_random": [1.2, 1.0, 1.0, 1.0],
+        }
+    )
+    fig = policy_figure(df, "M", "1Gbps")
+    assert [t.name for t in fig.data] == ["fifo_random", "tictac"]
+    assert list(fig.data[1].x) == [1, 2] and list(fig.data[1].y) == [2.0, 3.0]
+    assert "1Gbps" in fig.layout.title.text
 
 
 def tiny_config_workers() -> list[int]:
@@ -134,6 +149,15 @@ def test_scaling_page_renders_and_reacts_in_headless_chromium(dashboard_url: str
         assert [
             e.text for e in driver.find_elements(By.CSS_SELECTOR, "#scaling-graph .legendtext")
         ] == ["1Gbps"]
+        # the policies page: one line per policy of the tiny config
+        driver.find_element(By.LINK_TEXT, "Policies").click()
+
+        def policy_lines(d):
+            return d.find_elements(By.CSS_SELECTOR, "#policies-graph .scatterlayer .trace")
+
+        wait.until(lambda d: len(policy_lines(d)) == 3)
+        legend = driver.find_elements(By.CSS_SELECTOR, "#policies-graph .legendtext")
+        assert sorted(e.text for e in legend) == ["fifo_random", "tf_default", "tictac"]
     finally:
         driver.quit()
         shutil.rmtree(profile_dir, ignore_errors=True)
