@@ -1,0 +1,14 @@
+"""Emulated network testbed: real TensorFlow processes in shaped network namespaces."""
+
+from sgdsim.testbed.netns import Testbed, TestbedError, TestbedUnavailable, check_available
+from sgdsim.testbed.run import MeasurementError, MeasurementResult, run_async_measurement
+
+__all__ = [
+    "MeasurementError",
+    "MeasurementResult",
+    "Testbed",
+    "TestbedError",
+    "TestbedUnavailable",
+    "check_available",
+    "run_async_measurement",
+]

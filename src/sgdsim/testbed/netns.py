@@ -1,0 +1,445 @@
+"""Emulated network testbed: one Linux network namespace per host, joined by a bridge.
+
+Layout of a testbed with run id ``sgd-1a2b3c`` and N workers::
+
+    sgd-1a2b3c-br   bridge namespace: br0 plus one veth end per host (vps, vw0 …)
+    sgd-1a2b3c-ps   host namespace: lo, eth0 = 10.213.<k>.1/24
+    sgd-1a2b3c-w0   host namespace: lo, eth0 = 10.213.<k>.2/24
+    …
+
+Each host's ``eth0`` is one end of a veth pair whose other end is a port of
+``br0``; nothing is added to the root namespace, and the addresses exist only
+inside the testbed. With a bandwidth, a token-bucket filter (``tbf``) shapes
+BOTH ends of every veth, so each host's NIC sends and receives at most the rate
+(bit/s) per direction; with a latency, ``netem`` delays every packet a host
+sends by that one-way latency (seconds). Needs root and iproute2 (``ip``,
+``tc``); :func:`check_available` says why not otherwise.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import Any
+
+from sgdsim.errors import SgdsimError
+from sgdsim.profiling.procs import spawn, stop
+
+#: Prefix of every namespace a testbed creates (``sgd-<6 hex>-<host>``).
+PREFIX = "sgd-"
+#: Search path for ``ip`` and ``tc`` (they live in /usr/sbin, often not on a user's PATH).
+_TOOL_PATH = os.pathsep.join(
+    [os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/local/sbin", "/usr/bin", "/bin"]
+)
+_CMD_TIMEOUT_S = 30.0
+
+
+class TestbedUnavailable(SgdsimError):
+    """The emulated network cannot be built here (not root, no iproute2, no netns)."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+
+class TestbedError(SgdsimError):
+    """An ``ip``/``tc`` command failed while building the testbed."""
+
+    __test__ = False
+
+
+def _tool(name: str) -> str | None:
+    return shutil.which(name, path=_TOOL_PATH)
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=_CMD_TIMEOUT_S, check=False
+    )
+
+
+def _probe(ip: str, tc: str, need_netem: bool) -> str | None:
+    """Build a throw-away namespace with a bridge, a veth and tbf; return why that failed."""
+    ns = f"{PREFIX}probe-{secrets.token_hex(3)}"
+    r = _run([ip, "netns", "add", ns])
+    if r.returncode != 0:
+        return f"`ip netns add` is not permitted here: {r.stderr.strip() or r.returncode}"
+    try:
+        steps: list[tuple[str, list[str]]] = [
+            ("a bridge", [ip, "-n", ns, "link", "add", "br0", "type", "bridge"]),
+            ("a veth pair", [ip, "-n", ns, "link", "add", "va", "type", "veth", "peer", "vb"]),
+            (
+                "the tbf qdisc",
+                [
+                    tc,
+                    "-n",
+                    ns,
+                    "qdisc",
+                    "add",
+                    "dev",
+                    "va",
+                    "root",
+                    "tbf",
+                    "rate",
+                    "10mbit",
+                    "burst",
+                    "65536",
+                    "limit",
+                    "131072",
+                ],
+            ),
+        ]
+        if need_netem:
+            steps.append(
+                (
+                    "the netem qdisc (kernel module sch_netem)",
+                    [tc, "-n", ns, "qdisc", "add", "dev", "vb", "root", "netem", "delay", "1ms"],
+                )
+            )
+        for what, argv in steps:
+            r = _run(argv)
+            if r.returncode != 0:
+                return f"cannot create {what} in a network namespace: {r.stderr.strip()}"
+        return None
+    finally:
+        _run([ip, "netns", "del", ns])
+
+
+def check_available(need_netem: bool = False) -> str | None:
+    """Say why the testbed cannot run here, or None when it can.
+
+    Checks root, the ``ip`` and ``tc`` tools, and that a namespace with a
+    bridge, a veth pair and a ``tbf`` qdisc (and ``netem`` when ``need_netem``)
+    can really be created; the probe namespace is removed again.
+
+    Returns:
+        A human-readable reason (with the fix) or None.
+    """
+    if sys.platform != "linux":
+        return f"the network testbed needs Linux network namespaces (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return "the network testbed needs root (network namespaces, veth, tc); run as root"
+    ip, tc = _tool("ip"), _tool("tc")
+    missing = [n for n, p in (("ip", ip), ("tc", tc)) if p is None]
+    if missing or ip is None or tc is None:
+        return f"the network testbed needs iproute2; not found: {', '.join(missing)}"
+    try:
+        return _probe(ip, tc, need_netem)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"probing network namespaces failed: {e}"
+
+
+def tbf_params(bandwidth_bps: float) -> tuple[int, int]:
+    """Token-bucket burst and queue limit, in bytes, for a rate in bit/s.
+
+    The burst holds 10 ms at the rate but at least 64 KiB + 1 MTU, so that one
+    full TSO/GSO segment passes unsplit and the kernel timer (HZ) does not cap
+    the rate; the queue holds 50 ms at the rate but at least two bursts.
+    """
+    rate_bytes_s = bandwidth_bps / 8.0
+    burst = max(65536 + 1514, int(rate_bytes_s * 0.010))
+    limit = max(2 * burst, int(rate_bytes_s * 0.050))
+    return burst, limit
+
+
+class Testbed:
+    """An emulated network of ``ps`` and ``w0`` … ``w{workers-1}`` hosts (context manager).
+
+    Construction builds everything; :meth:`close` (also ``__exit__``, SIGINT,
+    SIGTERM and interpreter exit) stops the processes started through it and
+    removes every namespace and link it created. Closing twice is harmless.
+
+    Args:
+        workers: number of worker hosts (>= 1).
+        bandwidth_bps: each host NIC's rate per direction in bit/s; None = unshaped.
+        latency_s: one-way delay in seconds added (``netem``) to every packet a
+            host sends; 0 = none. Host-to-host round trip = 2 x latency_s.
+        subnet: third octet k of the private 10.213.k.0/24 (random when None).
+
+    Raises:
+        TestbedUnavailable: :func:`check_available` gave a reason.
+        TestbedError: an ``ip``/``tc`` command failed (everything built is removed).
+        ValueError: workers < 1, bandwidth_bps <= 0 or latency_s < 0.
+    """
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(
+        self,
+        workers: int,
+        bandwidth_bps: float | None = None,
+        latency_s: float = 0.0,
+        subnet: int | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if bandwidth_bps is not None and not bandwidth_bps > 0:
+            raise ValueError(f"bandwidth_bps must be > 0 or None, got {bandwidth_bps}")
+        if not latency_s >= 0:
+            raise ValueError(f"latency_s must be >= 0, got {latency_s}")
+        reason = check_available(need_netem=latency_s > 0)
+        if reason is not None:
+            raise TestbedUnavailable(reason)
+        ip, tc = _tool("ip"), _tool("tc")
+        assert ip is not None and tc is not None
+        self._ip, self._tc = ip, tc
+        self.workers = workers
+        self.bandwidth_bps = bandwidth_bps
+        self.latency_s = latency_s
+        self.hosts: tuple[str, ...] = ("ps", *(f"w{k}" for k in range(workers)))
+        existing = self._list_namespaces()
+        while True:
+            self.run_id = f"{PREFIX}{secrets.token_hex(3)}"
+            if not any(n.startswith(self.run_id + "-") for n in existing):
+                break
+        k = subnet if subnet is not None else 16 + secrets.randbelow(224)
+        if not 0 <= k <= 255 or len(self.hosts) > 250:
+            raise ValueError(f"subnet octet must be 0..255 and workers <= 249, got {k}")
+        self.subnet = f"10.213.{k}.0/24"
+        self._addresses = {h: f"10.213.{k}.{i + 1}" for i, h in enumerate(self.hosts)}
+        self.bridge_namespace = f"{self.run_id}-br"
+        self._created: list[str] = []  # namespaces, in creation order
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._closed = False
+        self._closing = False
+        self._pending_signal: int | None = None
+        self._old_handlers: dict[int, Any] = {}
+        self._install_handlers()
+        atexit.register(self.close)
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ building
+    def _cmd(self, argv: Sequence[str]) -> None:
+        r = _run(argv)
+        if r.returncode != 0:
+            raise TestbedError(
+                f"testbed {self.run_id}: `{' '.join(argv)}` failed with code "
+                f"{r.returncode}: {r.stderr.strip()}"
+            )
+
+    def _add_namespace(self, name: str) -> None:
+        self._cmd([self._ip, "netns", "add", name])
+        self._created.append(name)
+        self._cmd([self._ip, "-n", name, "link", "set", "lo", "up"])
+
+    def _shape(self, ns: str, dev: str, delay_s: float) -> None:
+        """Root qdisc on ``dev`` in ``ns``: optional netem delay, then tbf at the rate."""
+        tc = [self._tc, "-n", ns, "qdisc", "add", "dev", dev]
+        parent = ["root"]
+        if delay_s > 0:
+            self._cmd([*tc, "root", "handle", "1:", "netem", "delay", f"{delay_s * 1e6:.0f}us"])
+            parent = ["parent", "1:1"]
+        if self.bandwidth_bps is not None:
+            burst, limit = tbf_params(self.bandwidth_bps)
+            self._cmd(
+                [
+                    *tc,
+                    *parent,
+                    "handle",
+                    "10:",
+                    "tbf",
+                    "rate",
+                    f"{self.bandwidth_bps:.0f}bit",
+                    "burst",
+                    str(burst),
+                    "limit",
+                    str(limit),
+                ]
+            )
+
+    def _build(self) -> None:
+        ip, br = self._ip, self.bridge_namespace
+        self._add_namespace(br)
+        self._cmd([ip, "-n", br, "link", "add", "br0", "type", "bridge"])
+        self._cmd([ip, "-n", br, "link", "set", "br0", "up"])
+        for host in self.hosts:
+            ns, port = self.namespace(host), f"v{host}"
+            self._add_namespace(ns)
+            self._cmd(
+                [
+                    ip,
+                    "-n",
+                    br,
+                    "link",
+                    "add",
+                    port,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "eth0",
+                    "netns",
+                    ns,
+                ]
+            )
+            self._cmd([ip, "-n", br, "link", "set", port, "master", "br0"])
+            self._cmd([ip, "-n", br, "link", "set", port, "up"])
+            self._cmd([ip, "-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0"])
+            self._cmd([ip, "-n", ns, "link", "set", "eth0", "up"])
+            self._shape(ns, "eth0", self.latency_s)  # what the host sends
+            self._shape(br, port, 0.0)  # what the host receives
+
+    # ------------------------------------------------------------------ queries
+    def namespace(self, host: str) -> str:
+        """Namespace name of ``host`` (``ps`` or ``w<k>``).
+
+        Raises:
+            KeyError: no such host in this testbed.
+        """
+        if host not in self._addresses:
+            raise KeyError(f"testbed {self.run_id} has no host {host!r}; hosts: {self.hosts}")
+        return f"{self.run_id}-{host}"
+
+    def address(self, host: str) -> str:
+        """IPv4 address of ``host``'s eth0 (reachable only from the testbed's namespaces).
+
+        Raises:
+            KeyError: no such host in this testbed.
+        """
+        self.namespace(host)
+        return self._addresses[host]
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        """Every namespace this testbed created and has not removed yet."""
+        return tuple(self._created)
+
+    def exec_argv(self, host: str, argv: Sequence[str]) -> list[str]:
+        """``argv`` wrapped to run inside ``host``'s namespace (``ip netns exec``)."""
+        return [self._ip, "netns", "exec", self.namespace(host), *argv]
+
+    def popen(
+        self, host: str, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` inside ``host``'s namespace via :func:`sgdsim.profiling.procs.spawn`.
+
+        The process gets its own process group, is SIGKILLed when this process
+        dies, and is stopped by :meth:`close`. stdout/stderr go to our stderr.
+
+        Raises:
+            TestbedError: the testbed is already closed.
+        """
+        if self._closed or self._closing:
+            raise TestbedError(f"testbed {self.run_id} is closed")
+        proc = spawn(self.exec_argv(host, argv), dict(env) if env is not None else None)
+        self._procs.append(proc)
+        return proc
+
+    def run(
+        self, host: str, argv: Sequence[str], timeout_s: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` inside ``host``'s namespace to completion, capturing text output.
+
+        Raises:
+            subprocess.TimeoutExpired: it ran longer than ``timeout_s`` seconds (killed).
+        """
+        return subprocess.run(
+            self.exec_argv(host, argv), capture_output=True, text=True, timeout=timeout_s
+        )
+
+    # ------------------------------------------------------------------ teardown
+    def close(self) -> None:
+        """Stop the processes started here and delete every namespace (so every link).
+
+        Safe to call repeatedly, from a signal handler and at interpreter exit.
+        Problems are reported on stderr, never raised (the original error wins).
+        """
+        if self._closed or self._closing:
+            return
+        self._closing = True
+        try:
+            for proc in self._procs:
+                with contextlib.suppress(OSError):
+                    stop(proc)
+            for ns in reversed(list(self._created)):
+                self._kill_leftovers(ns)
+                r = _run([self._ip, "netns", "del", ns])
+                if r.returncode == 0 or ns not in self._list_namespaces():
+                    self._created.remove(ns)
+                else:
+                    print(
+                        f"[testbed] could not delete namespace {ns}: {r.stderr.strip()}; "
+                        f"remove it with `ip netns del {ns}`",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        finally:
+            self._closed = True
+            self._closing = False
+            atexit.unregister(self.close)
+            self._restore_handlers()
+        if self._pending_signal is not None:
+            sig, self._pending_signal = self._pending_signal, None
+            self._raise_for(sig)
+
+    def _kill_leftovers(self, ns: str) -> None:
+        """SIGKILL processes still inside ``ns`` (all were started in our namespace)."""
+        r = _run([self._ip, "netns", "pids", ns])
+        for tok in r.stdout.split():
+            if tok.isdigit() and int(tok) != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(tok), signal.SIGKILL)
+
+    def _list_namespaces(self) -> list[str]:
+        r = _run([self._ip, "netns", "list"])
+        return [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+
+    def __enter__(self) -> Testbed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # last resort; close() is idempotent
+        try:
+            if not getattr(self, "_closed", True):
+                self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ signals
+    def _install_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old = signal.getsignal(sig)
+            if old is signal.SIG_IGN:
+                continue
+            self._old_handlers[sig] = old
+            signal.signal(sig, self._on_signal)
+
+    def _restore_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, old in self._old_handlers.items():
+            if signal.getsignal(sig) == self._on_signal:
+                signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        self._old_handlers.clear()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._closing:
+            self._pending_signal = signum  # re-raised once close() is done
+            return
+        old = self._old_handlers.get(signum, signal.SIG_DFL)
+        self.close()
+        if callable(old) and old is not signal.default_int_handler:
+            old(signum, frame)
+            return
+        self._raise_for(signum)
+
+    @staticmethod
+    def _raise_for(signum: int) -> None:
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)

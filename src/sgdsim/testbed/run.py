@@ -1,0 +1,304 @@
+"""Measure real asynchronous parameter-server training throughput on N workers.
+
+One PS process (:mod:`sgdsim.profiling.server`) and N worker processes
+(:mod:`sgdsim.testbed.worker`), each in its own namespace of a
+:class:`~sgdsim.testbed.netns.Testbed` (or all on 127.0.0.1 with
+``loopback=True``). The throughput is counted over the window in which every
+worker is training, after a warm-up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sgdsim.errors import SgdsimError
+from sgdsim.profiling.procs import free_ports, spawn, stop
+from sgdsim.profiling.spec import ProfileSpec
+from sgdsim.testbed.netns import Testbed
+
+#: TCP port of every task inside the testbed (each host has its own namespace).
+TESTBED_PORT = 2222
+#: Environment variables that would send gRPC through a proxy.
+_PROXY_VARS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
+
+
+class MeasurementError(SgdsimError):
+    """A measurement failed: a process exited with an error, or the run timed out."""
+
+
+@dataclass(frozen=True)
+class MeasurementResult:
+    """Throughput of one asynchronous run.
+
+    Attributes:
+        workers: number of workers N.
+        steps_per_s: steps per second of all workers together over the window.
+        per_worker_steps_per_s: each worker's steps per second over the window.
+        window_s: seconds of the window (after warm-up, while every worker trained).
+        steps_per_s_windows: ``steps_per_s`` over consecutive equal sub-windows.
+        bandwidth_bps: NIC rate per direction in bit/s; None = unshaped.
+        latency_s: one-way host-to-host delay in seconds added by netem.
+        loopback: True when run on 127.0.0.1 without namespaces or shaping.
+    """
+
+    workers: int
+    steps_per_s: float
+    per_worker_steps_per_s: tuple[float, ...]
+    window_s: float
+    steps_per_s_windows: tuple[float, ...]
+    bandwidth_bps: float | None
+    latency_s: float
+    loopback: bool
+
+
+def log(msg: str) -> None:
+    print(f"[measure] {msg}", file=sys.stderr, flush=True)
+
+
+def _child_env() -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.lower() not in _PROXY_VARS and k.lower() != "no_proxy"
+    }
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def _exit_text(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with code {rc}"
+
+
+def summarize(
+    step_end_times: Sequence[Sequence[float]],
+    warmup_s: float,
+    sub_windows: int = 4,
+) -> tuple[float, tuple[float, ...], float, tuple[float, ...]]:
+    """Rates over the common window of the workers' step end times (epoch seconds).
+
+    The window starts ``warmup_s`` seconds after the last worker's first step
+    ended and stops when the first worker's last step ended; a step counts when
+    its end time lies in the window.
+
+    Returns:
+        (total steps/s, per-worker steps/s, window in seconds, total steps/s per
+        sub-window).
+
+    Raises:
+        MeasurementError: a worker ran no step, or the window is empty.
+    """
+    if not step_end_times or any(len(t) == 0 for t in step_end_times):
+        raise MeasurementError("a worker finished without completing a single step")
+    start = max(t[0] for t in step_end_times) + warmup_s
+    end = min(t[-1] for t in step_end_times)
+    window = end - start
+    if window <= 0:
+        raise MeasurementError(
+            f"no common window after the {warmup_s:g} s warm-up in which every worker trained "
+            "(workers started too far apart); raise duration_s"
+        )
+    counts = [sum(1 for x in t if start < x <= end) for t in step_end_times]
+    per = tuple(c / window for c in counts)
+    edges = [start + window * i / sub_windows for i in range(sub_windows + 1)]
+    sub = tuple(
+        sum(1 for t in step_end_times for x in t if lo < x <= hi) / (hi - lo)
+        for lo, hi in itertools.pairwise(edges)
+    )
+    return sum(per), per, window, sub
+
+
+def run_async_measurement(
+    spec: ProfileSpec,
+    workers: int,
+    bandwidth_bps: float | None,
+    latency_s: float = 0.0,
+    duration_s: float = 30.0,
+    warmup_s: float = 5.0,
+    loopback: bool = False,
+    startup_s: float = 180.0,
+    sub_windows: int = 4,
+) -> MeasurementResult:
+    """Run asynchronous PS training of ``spec`` on ``workers`` workers and measure steps/s.
+
+    Each worker trains ``warmup_s + duration_s`` seconds plus a short allowance
+    for staggered starts; the rates are counted over the window, after warm-up,
+    in which every worker trained (see :func:`summarize`). The whole run is
+    bounded by ``startup_s + warmup_s + duration_s`` seconds. The PS and the
+    workers are stopped, and the testbed removed, on success, error, timeout and
+    Ctrl-C.
+
+    Args:
+        spec: model, batch_size, image_size, classes, optimizer, thread counts and seed.
+        workers: number of worker processes N (>= 1).
+        bandwidth_bps: each host NIC's rate per direction in bit/s; None = unshaped.
+        latency_s: one-way host-to-host delay in seconds (netem); 0 = none.
+        duration_s: seconds of measurement after warm-up.
+        warmup_s: seconds skipped after the last worker's first step.
+        loopback: run every process on 127.0.0.1 without namespaces (no root needed);
+            no shaping, so the result records ``bandwidth_bps=None, latency_s=0``.
+        startup_s: seconds allowed for process start, graph building and init.
+        sub_windows: number of equal sub-windows in ``steps_per_s_windows``.
+
+    Raises:
+        MeasurementError: a process failed (names it), the run exceeded its deadline,
+            or no common window remained.
+        TestbedUnavailable: not loopback and the testbed cannot run here.
+        ValueError: workers < 1, duration_s <= 0, warmup_s < 0 or sub_windows < 1.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not duration_s > 0 or not warmup_s >= 0 or sub_windows < 1:
+        raise ValueError(
+            f"need duration_s > 0, warmup_s >= 0, sub_windows >= 1; got {duration_s}, "
+            f"{warmup_s}, {sub_windows}"
+        )
+    if loopback and (bandwidth_bps is not None or latency_s > 0):
+        log("loopback mode: bandwidth and latency are not emulated (recorded as unshaped)")
+        bandwidth_bps, latency_s = None, 0.0
+    skew_s = 2.0 + 0.05 * duration_s  # allowance for workers that start a little later
+    train_s = warmup_s + duration_s + skew_s
+    limit_s = startup_s + train_s
+    env = _child_env()
+    testbed: Testbed | None = None
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    names = ["ps", *(f"w{k}" for k in range(workers))]
+    try:
+        if loopback:
+            ports = free_ports(len(names))
+            addr = {h: f"127.0.0.1:{p}" for h, p in zip(names, ports, strict=True)}
+            where = "loopback 127.0.0.1"
+        else:
+            testbed = Testbed(workers, bandwidth_bps, latency_s)
+            addr = {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}
+            rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
+            where = f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way)"
+        cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
+        log(
+            f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
+            f"worker(s) on {where}; {warmup_s:g} s warm-up + {duration_s:g} s, "
+            f"deadline {limit_s:g} s"
+        )
+
+        def launch(host: str, argv: list[str]) -> subprocess.Popen[bytes]:
+            if testbed is None:
+                return spawn(argv, env)
+            return testbed.popen(host, argv, env)
+
+        with tempfile.TemporaryDirectory(prefix="sgdsim-measure-") as tmp:
+            procs["ps"] = launch(
+                "ps",
+                [
+                    sys.executable,
+                    "-m",
+                    "sgdsim.profiling.server",
+                    "--cluster",
+                    json.dumps(cluster),
+                    "--job",
+                    "ps",
+                    "--task",
+                    "0",
+                    "--intra",
+                    str(spec.intra_op_threads),
+                    "--inter",
+                    str(spec.inter_op_threads),
+                    "--lifetime",
+                    f"{limit_s + 30:.0f}",
+                ],
+            )
+            outs = {f"w{k}": Path(tmp) / f"w{k}.json" for k in range(workers)}
+            for k in range(workers):
+                procs[f"w{k}"] = launch(
+                    f"w{k}",
+                    [
+                        sys.executable,
+                        "-m",
+                        "sgdsim.testbed.worker",
+                        "--spec",
+                        spec.to_json(),
+                        "--cluster",
+                        json.dumps(cluster),
+                        "--task",
+                        str(k),
+                        "--duration",
+                        f"{train_s:g}",
+                        "--out",
+                        str(outs[f"w{k}"]),
+                        "--lifetime",
+                        f"{limit_s + 30:.0f}",
+                    ],
+                )
+            log(f"started {', '.join(procs)}")
+            _wait(procs, workers, limit_s)
+            times = []
+            for k in range(workers):
+                try:
+                    data = json.loads(outs[f"w{k}"].read_text())
+                except (OSError, ValueError) as e:
+                    raise MeasurementError(f"worker w{k} wrote no valid result: {e}") from e
+                times.append(sorted(float(x) for x in data["step_end_times"]))
+        total, per, window, sub = summarize(times, warmup_s, sub_windows)
+    finally:
+        for p in procs.values():
+            stop(p)
+        if testbed is not None:
+            testbed.close()
+    log(
+        f"{workers} worker(s): {total:.3f} steps/s over {window:.1f} s "
+        f"(per worker {', '.join(f'{r:.3f}' for r in per)}; "
+        f"sub-windows {', '.join(f'{r:.3f}' for r in sub)})"
+    )
+    return MeasurementResult(
+        workers=workers,
+        steps_per_s=total,
+        per_worker_steps_per_s=per,
+        window_s=window,
+        steps_per_s_windows=sub,
+        bandwidth_bps=bandwidth_bps,
+        latency_s=latency_s,
+        loopback=loopback,
+    )
+
+
+def _wait(procs: dict[str, subprocess.Popen[bytes]], workers: int, limit_s: float) -> None:
+    """Wait until every worker exited 0; raise at the first failure or at the deadline."""
+    deadline = time.monotonic() + limit_s
+    done: set[str] = set()
+    while len(done) < workers:
+        for name, p in procs.items():
+            rc = p.poll()
+            if rc is None or name in done:
+                continue
+            if name == "ps":
+                raise MeasurementError(
+                    f"the PS process {_exit_text(rc)} before the workers finished "
+                    "(its error is in the log above)"
+                )
+            if rc != 0:
+                raise MeasurementError(
+                    f"worker process {name} {_exit_text(rc)} (its error is in the log above); "
+                    "stopped the other processes"
+                )
+            done.add(name)
+            log(f"{name} finished")
+        if time.monotonic() > deadline:
+            raise MeasurementError(
+                f"measurement exceeded its deadline of {limit_s:g} s; still running: "
+                f"{', '.join(n for n, p in procs.items() if p.poll() is None)}"
+            )
+        time.sleep(0.2)

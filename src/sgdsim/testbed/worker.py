@@ -1,0 +1,172 @@
+"""Entry point of one asynchronous training worker: ``python -m sgdsim.testbed.worker``.
+
+Between-graph replication: every worker runs its own ``tf.distribute.Server``
+and session and builds the same graph with ``replica_device_setter`` (variables
+on the PS, compute on this worker), like :mod:`sgdsim.profiling.worker`. Updates
+are asynchronous: each worker applies its gradients to the PS variables as soon
+as its step is done. Task 0 is the chief and initializes the variables; the
+others wait (bounded) until ``report_uninitialized_variables()`` is empty.
+
+The worker trains until ``--duration`` seconds have passed since its first step
+started and writes ``--out`` atomically as JSON::
+
+    {"task": k, "host": ..., "start_time": epoch s, "init_wait_s": s,
+     "step_end_times": [epoch s of the end of every step (time.time())]}
+
+It then leaves with ``os._exit(0)`` (an in-process gRPC server cannot be stopped
+cleanly); exit code 1 on any error, 3 when ``--lifetime`` seconds ran out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+
+from sgdsim.io import atomic_path
+from sgdsim.profiling.spec import ProfileSpec
+
+#: Seconds a non-chief worker waits for the chief to initialize the variables.
+INIT_WAIT_S = 120.0
+
+
+def log(msg: str) -> None:
+    print(f"[worker] {msg}", file=sys.stderr, flush=True)
+
+
+def run_worker(
+    spec: ProfileSpec,
+    cluster: dict[str, list[str]],
+    task: int,
+    duration_s: float,
+    out: Path,
+    init_wait_s: float = INIT_WAIT_S,
+) -> int:
+    """Train ``spec`` asynchronously as ``/job:worker/task:{task}`` for ``duration_s`` seconds.
+
+    Writes the step end times (epoch seconds) to ``out`` as JSON, atomically.
+
+    Returns:
+        The number of steps run.
+
+    Raises:
+        TimeoutError: a non-chief waited more than ``init_wait_s`` seconds for the
+            chief to initialize the variables.
+        ValueError: unknown model or optimizer (from :mod:`sgdsim.models`).
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    import tf_keras
+
+    from sgdsim.models import build_model, make_optimizer
+
+    tf.compat.v1.disable_eager_execution()
+    cfg = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=spec.intra_op_threads,
+        inter_op_parallelism_threads=spec.inter_op_threads,
+        allow_soft_placement=False,
+        # between-graph replication: talk to the PS and ourselves, never wait for peers
+        device_filters=["/job:ps", f"/job:worker/task:{task}"],
+    )
+    spec_c = tf.train.ClusterSpec(cluster)
+    server = tf.distribute.Server(spec_c, job_name="worker", task_index=task, config=cfg)
+    worker_device = f"/job:worker/task:{task}/device:CPU:0"
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(spec.seed)
+        tf_keras.backend.set_learning_phase(1)  # static training mode: no tf.cond in BN
+        setter = tf.compat.v1.train.replica_device_setter(
+            worker_device=worker_device, cluster=spec_c
+        )
+        with tf.compat.v1.device(setter):
+            shape = (spec.batch_size, spec.image_size, spec.image_size, 3)
+            x = tf.random.uniform(shape, seed=spec.seed, name="synthetic_images")
+            y = tf.random.uniform(
+                (spec.batch_size,),
+                maxval=spec.classes,
+                dtype=tf.int32,
+                seed=spec.seed + 1,
+                name="synthetic_labels",
+            )
+            model = build_model(spec.model, x, spec.classes)
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=model.output),
+                name="loss",
+            )
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            opt = make_optimizer(spec.optimizer)
+            grads_and_vars = [(g, v) for g, v in opt.compute_gradients(loss) if g is not None]
+            apply = opt.apply_gradients(grads_and_vars, global_step=global_step)
+            train_op = tf.group(apply, *model.updates, name="train_op")
+        init = tf.compat.v1.global_variables_initializer()
+        uninitialized = tf.compat.v1.report_uninitialized_variables()
+        graph.finalize()
+
+    log(f"task {task}: {spec.model} {spec.image_size}px batch {spec.batch_size} at {server.target}")
+    with tf.compat.v1.Session(server.target, graph=graph, config=cfg) as sess:
+        t_wait = time.monotonic()
+        if task == 0:
+            sess.run(init)
+        else:
+            while len(sess.run(uninitialized)) > 0:
+                if time.monotonic() - t_wait > init_wait_s:
+                    raise TimeoutError(
+                        f"worker {task}: the chief did not initialize the variables within "
+                        f"{init_wait_s:g} s"
+                    )
+                time.sleep(0.1)
+        init_wait = time.monotonic() - t_wait
+        log(f"task {task}: variables ready after {init_wait:.2f} s; training {duration_s:g} s")
+        ends: list[float] = []
+        start = time.time()
+        now = start
+        while now - start < duration_s:
+            sess.run(train_op)
+            now = time.time()
+            ends.append(now)
+    result = {
+        "task": task,
+        "host": platform.node(),
+        "start_time": start,
+        "init_wait_s": init_wait,
+        "step_end_times": ends,
+    }
+    with atomic_path(out) as tmp:
+        tmp.write_text(json.dumps(result))
+    log(f"task {task}: {len(ends)} steps in {now - start:.2f} s")
+    return len(ends)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--spec", required=True, help="ProfileSpec as JSON")
+    p.add_argument("--cluster", required=True, help="cluster spec as JSON")
+    p.add_argument("--task", required=True, type=int, help="worker task index (0 = chief)")
+    p.add_argument("--duration", required=True, type=float, help="seconds of training")
+    p.add_argument("--out", required=True, type=Path, help="JSON file to write")
+    p.add_argument(
+        "--lifetime", type=float, default=None, help="hard limit in seconds (duration + 600)"
+    )
+    a = p.parse_args(argv)
+    lifetime = a.lifetime if a.lifetime is not None else a.duration + 600.0
+    timer = threading.Timer(lifetime, lambda: os._exit(3))
+    timer.daemon = True
+    timer.start()
+    try:
+        run_worker(ProfileSpec.from_json(a.spec), json.loads(a.cluster), a.task, a.duration, a.out)
+    except Exception as e:  # reported by the parent with the log
+        log(f"task {a.task}: error: {type(e).__name__}: {e}")
+        sys.stderr.flush()
+        os._exit(1)  # the gRPC server may hold non-daemon threads
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the in-process gRPC server cannot be stopped cleanly; leave at once
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""The emulated network testbed: real namespaces, real tc shaping, real async TF training.
+
+Tests that need root and iproute2 skip with the reason from ``check_available()``
+when the testbed cannot run here, except under ``CI`` (which runs as root), where
+they fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from sgdsim.profiling import ProfileSpec
+from sgdsim.testbed import (
+    MeasurementError,
+    Testbed,
+    TestbedUnavailable,
+    check_available,
+    run_async_measurement,
+)
+from sgdsim.testbed.netns import PREFIX
+
+REASON = check_available()
+
+
+@pytest.fixture
+def testbed_ok() -> None:
+    """Skip (or under CI fail) when the testbed cannot run on this machine."""
+    if REASON is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must be able to run the network testbed: {REASON}")
+        pytest.skip(REASON)
+
+
+def namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def ours(prefix: str = PREFIX) -> set[str]:
+    return {n for n in namespaces() if n.startswith(prefix)} if REASON is None else set()
+
+
+def child_processes() -> list[str]:
+    """sgdsim PS/worker processes started by this test process that are still alive."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,args="], capture_output=True, text=True)
+    mine = str(os.getpid())
+    return [
+        line for line in out.stdout.splitlines() if line.split()[1] == mine and "sgdsim." in line
+    ]
+
+
+def lenet(**kw: object) -> ProfileSpec:
+    base: dict[str, object] = dict(
+        model="LeNet5", batch_size=8, image_size=32, intra_op_threads=1, inter_op_threads=1
+    )
+    return ProfileSpec(**(base | kw))  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- testbed
+
+
+def test_check_available_gives_a_reason_or_none():
+    assert REASON is None or (isinstance(REASON, str) and REASON)
+
+
+def test_unprivileged_user_gets_a_clear_reason():
+    code = (
+        "import os\n"
+        "from sgdsim.testbed import Testbed, TestbedUnavailable, check_available\n"
+        "os.seteuid(65534)  # act as nobody (imports done as root)\n"
+        "print(check_available())\n"
+        "try:\n    Testbed(1)\nexcept TestbedUnavailable as e:\n    print('raised', e)\n"
+    )
+    if os.geteuid() != 0:
+        assert REASON is not None and "root" in REASON
+        with pytest.raises(TestbedUnavailable, match="root"):
+            Testbed(1)
+        return
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "needs root" in r.stdout
+    assert "raised the network testbed needs root" in r.stdout
+
+
+def test_namespaces_exist_inside_and_are_removed_on_exit_and_on_error(testbed_ok):
+    before = ours()
+    with Testbed(3, bandwidth_bps=50e6) as tb:
+        names = {f"{tb.run_id}-{h}" for h in ("br", "ps", "w0", "w1", "w2")}
+        assert names <= namespaces()
+        assert set(tb.namespaces) == names
+        assert tb.address("ps") != tb.address("w2")
+        # addresses exist inside the testbed only, and hosts reach each other
+        root_addrs = subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True).stdout
+        assert tb.address("w0") not in root_addrs
+        probe = "import socket; socket.create_connection((%r, 9), timeout=2)"
+        r = tb.run("w0", [sys.executable, "-c", probe % tb.address("w1")], timeout_s=30)
+        assert "ConnectionRefused" in r.stderr  # the host answered: a reset, not a timeout
+        qdiscs = subprocess.run(
+            ["tc", "-n", tb.namespace("w1"), "qdisc"], capture_output=True, text=True
+        ).stdout
+        assert "tbf" in qdiscs and "50Mbit" in qdiscs
+        run_id = tb.run_id
+    assert not {n for n in namespaces() if n.startswith(run_id)}
+    tb.close()  # closing twice is harmless
+
+    with pytest.raises(RuntimeError, match="boom"), Testbed(3) as tb2:
+        run_id = tb2.run_id
+        assert len([n for n in namespaces() if n.startswith(run_id)]) == 5
+        raise RuntimeError("boom")
+    assert not {n for n in namespaces() if n.startswith(run_id)}
+    assert ours() == before
+
+
+def test_sigterm_removes_the_testbed_and_restores_handlers(testbed_ok):
+    old = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit), Testbed(1) as tb:
+        run_id = tb.run_id
+        assert signal.getsignal(signal.SIGTERM) != old
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises long before this ends
+    assert not {n for n in namespaces() if n.startswith(run_id)}
+    assert signal.getsignal(signal.SIGTERM) == old
+
+
+def test_latency_needs_netem(testbed_ok):
+    reason = check_available(need_netem=True)
+    if reason is not None:
+        with pytest.raises(TestbedUnavailable, match="netem"):
+            Testbed(1, latency_s=0.01)
+        return
+    with Testbed(1, bandwidth_bps=10e6, latency_s=0.01) as tb:
+        q = subprocess.run(
+            ["tc", "-n", tb.namespace("w0"), "qdisc"], capture_output=True, text=True
+        ).stdout
+        assert "netem" in q and "tbf" in q
+
+
+RECEIVER = r"""
+import json, socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5201)); s.listen(1); s.settimeout(20)
+c, _ = s.accept(); c.settimeout(20)
+n, t0 = 0, None
+while True:
+    b = c.recv(1 << 16)
+    if not b:
+        break
+    if t0 is None:
+        t0 = time.monotonic()
+    n += len(b)
+print(json.dumps({"bytes": n, "seconds": time.monotonic() - t0}))
+"""
+
+SENDER = r"""
+import socket, sys, time
+host, seconds = sys.argv[1], float(sys.argv[2])
+for _ in range(200):
+    try:
+        c = socket.create_connection((host, 5201), timeout=5)
+        break
+    except OSError:
+        time.sleep(0.05)
+buf = b"x" * (1 << 16)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    c.sendall(buf)
+c.close()
+"""
+
+
+def tcp_throughput_bps(bandwidth_bps: float | None, seconds: float) -> float:
+    """Goodput in bit/s of one TCP stream from w0 to ps inside a fresh testbed."""
+    with Testbed(1, bandwidth_bps=bandwidth_bps) as tb:
+        recv = subprocess.Popen(
+            tb.exec_argv("ps", [sys.executable, "-c", RECEIVER]), stdout=subprocess.PIPE, text=True
+        )
+        try:
+            s = tb.run("w0", [sys.executable, "-c", SENDER, tb.address("ps"), str(seconds)])
+            assert s.returncode == 0, s.stderr
+            out, _ = recv.communicate(timeout=30)
+        finally:
+            recv.kill()
+            recv.wait()
+    d = json.loads(out)
+    return 8 * d["bytes"] / d["seconds"]
+
+
+def test_shaping_limits_tcp_throughput(testbed_ok):
+    rate = 20e6
+    shaped = tcp_throughput_bps(rate, 4.0)
+    unshaped = tcp_throughput_bps(None, 1.0)
+    print(f"shaped {shaped / 1e6:.2f} Mbit/s, unshaped {unshaped / 1e6:.0f} Mbit/s")
+    assert 0.75 * rate < shaped < 1.25 * rate
+    assert unshaped > 3 * shaped
+
+
+# ----------------------------------------------------------------------------- training
+
+
+@pytest.mark.slow
+def test_two_async_workers_in_the_testbed(testbed_ok):
+    before = ours()
+    r = run_async_measurement(lenet(), 2, 100e6, duration_s=6, warmup_s=2)
+    print(r)
+    assert r.workers == 2 and not r.loopback and r.bandwidth_bps == 100e6
+    assert r.steps_per_s > 0
+    assert len(r.per_worker_steps_per_s) == 2 and min(r.per_worker_steps_per_s) > 0
+    assert r.steps_per_s == pytest.approx(sum(r.per_worker_steps_per_s))
+    assert len(r.steps_per_s_windows) == 4 and min(r.steps_per_s_windows) > 0
+    assert r.window_s >= 5
+    assert ours() == before
+    assert child_processes() == []
+
+
+@pytest.mark.slow
+def test_two_async_workers_on_loopback():
+    r = run_async_measurement(lenet(), 2, None, duration_s=6, warmup_s=2, loopback=True)
+    print(r)
+    assert r.loopback and r.bandwidth_bps is None and r.workers == 2
+    assert r.steps_per_s > 0 and min(r.per_worker_steps_per_s) > 0
+    assert r.window_s >= 5
+    assert child_processes() == []
+
+
+@pytest.mark.slow
+def test_failing_worker_ends_the_run_and_leaves_nothing(testbed_ok):
+    before = ours()
+    bad = lenet(model="NoSuchModel")  # ProfileSpec does not validate: the worker fails
+    with pytest.raises(MeasurementError, match=r"worker process w\d exited with code 1"):
+        run_async_measurement(bad, 2, 100e6, duration_s=5, warmup_s=1)
+    assert ours() == before
+    assert child_processes() == []
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_run_ends_the_run_and_leaves_nothing(testbed_ok):
+    before = ours()
+    killed: list[int] = []
+
+    def kill_w1_once_training() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            for line in child_processes():
+                if "sgdsim.testbed.worker" in line and "--task 1 " in line:
+                    time.sleep(12)  # past TF start-up: training is under way
+                    pid = int(line.split()[0])
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    return
+            time.sleep(0.2)
+
+    t = threading.Thread(target=kill_w1_once_training, daemon=True)
+    t.start()
+    with pytest.raises(MeasurementError, match="worker process w1 was killed by SIGKILL"):
+        run_async_measurement(lenet(), 2, 100e6, duration_s=20, warmup_s=1)
+    t.join(timeout=5)
+    assert killed
+    assert ours() == before
+    assert child_processes() == []
