@@ -38,6 +38,9 @@ def test_tiny_pipeline_publishes_one_prediction_per_grid_point(tiny_run: Path):
         "SELECT model, hardware, network, workers, policy, mode FROM predictions"
     ).fetchall()
     assert set(rows) == grid and len(rows) == len(grid)
+    assert con.execute(
+        "SELECT DISTINCT ps_discipline, workers_per_node FROM predictions"
+    ).fetchall() == [("fair", 1)]
     assert con.execute("SELECT count(*) FROM profiles").fetchone()[0] == 1
     assert con.execute("SELECT count(*) FROM ops").fetchone()[0] > 0
     assert con.execute("SELECT count(*) FROM transfers WHERE direction = 'pull'").fetchone()[0] > 0

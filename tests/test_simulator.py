@@ -274,3 +274,35 @@ def test_throughput_does_not_fall_when_bandwidth_grows_beyond_sampling_noise(w, 
     slow = sim(w, Network(bw, 1e-4), n, 12, 2, seed=1, replications=3).steps_per_s
     fast = sim(w, Network(bw * factor, 1e-4), n, 12, 2, seed=1, replications=3).steps_per_s
     assert fast >= slow * 0.97
+
+
+def test_ps_discipline_fair_vs_fifo_by_hand():
+    # two workers pull 1 MB each over 10 MB/s; worker 1 starts 0.05 s later
+    w = workload([0.0], [1e6], [0], [], [], [])
+    net = Network(1e7, 0.0)
+
+    def ends(discipline: str) -> list[float]:
+        log: list[list[float]] = []
+        simulate_async(
+            w, net, 2, 1, 0, start_offsets_s=[0, 0.05], step_log=log, ps_discipline=discipline
+        )
+        return [e[0] for e in log]
+
+    # fair: worker 0 alone for 0.05 s (0.5 MB), then both at 5 MB/s: worker 0 done
+    # at 0.15 s; worker 1 has 0.5 MB by then and finishes alone at 0.20 s
+    assert ends("fair") == pytest.approx([0.15, 0.20])
+    # fifo: worker 0's tensor is served whole first (0.10 s), then worker 1's (0.20 s)
+    assert ends("fifo") == pytest.approx([0.10, 0.20])
+    with pytest.raises(ValueError, match="ps_discipline"):
+        simulate_async(w, net, 1, 2, 0, ps_discipline="lifo")
+
+
+def test_fifo_discipline_conserves_bytes_and_traces_serially():
+    w = workload([0.01, 0.02, 0.01], [1e5, 2e5, 3e5], [0, 1, 2], [3e5, 1e5], [1, 2], [1e-3, 1e-3])
+    records: list = []
+    r = simulate_async(w, Network(1e7, 1e-4), 3, 5, 1, seed=4, ps_discipline="fifo", trace=records)
+    assert r.bytes_pulled == pytest.approx(3 * 5 * 6e5)
+    assert r.bytes_pushed == pytest.approx(3 * 5 * 4e5)
+    # one queue: pull service intervals of all workers never overlap
+    pulls = sorted((t0, t1) for kind, _, _, t0, t1 in records if kind == "pull")
+    assert all(a[1] <= b[0] + 1e-12 for a, b in itertools.pairwise(pulls))

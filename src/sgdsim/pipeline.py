@@ -81,6 +81,7 @@ def simulate_stage(
         seed=config.get("seed", 42),
         replications=sim.get("replications", 3),
         workers_per_node=sim.get("workers_per_node", 1),
+        ps_discipline=sim.get("ps_discipline", "fair"),
     )
     row = {
         "model": wildcards["model"],
@@ -90,6 +91,8 @@ def simulate_stage(
         "latency_s": float(net.get("latency_s", 1e-4)),
         "mode": wildcards["mode"],
         "batch_size": workload.batch_size,
+        "workers_per_node": sim.get("workers_per_node", 1),
+        "ps_discipline": sim.get("ps_discipline", "fair"),
         **asdict(r),
     }
     row["sim_wall_s"] = row.pop("wall_s")
@@ -139,6 +142,7 @@ def chrome_trace_stage(
         seed=config.get("seed", 42),
         trace=records,
         workers_per_node=config["simulation"].get("workers_per_node", 1),
+        ps_discipline=config["simulation"].get("ps_discipline", "fair"),
     )
     meta = {**wildcards, "steps_per_s": r.steps_per_s, "seed": r.seed}
     write_chrome_trace(out_path, chrome_trace(records, r.workers, meta))

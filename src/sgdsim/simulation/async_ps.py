@@ -29,6 +29,9 @@ from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRec
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.workload import Network, Workload
 
+#: How the PS NIC serves workers: fair share per connection, or one FIFO queue.
+PS_DISCIPLINES: tuple[str, ...] = ("fair", "fifo")
+
 #: Transmission policies this simulator implements (see :func:`pull_issue_order`).
 POLICIES: tuple[str, ...] = ("tf_default", "tictac", "fifo_random")
 
@@ -127,6 +130,7 @@ def simulate_async(
     step_log: list[list[float]] | None = None,
     trace: list[TraceRecord] | None = None,
     workers_per_node: int = 1,
+    ps_discipline: str = "fair",
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against one PS.
 
@@ -159,6 +163,9 @@ def simulate_async(
             profiled speed (processor sharing; the profile took the whole node).
             Their NICs are not a bottleneck as long as the PS NIC, which carries
             every worker's traffic, has the same capacity.
+        ps_discipline: how the PS NIC serves the workers: ``fair`` (each worker's
+            connection gets an equal share, processor sharing) or ``fifo`` (one
+            queue for all workers' tensors, served one at a time in arrival order).
         trace: if given, receives ``(kind, worker, index, start_s, end_s)`` for
             every compute segment, transfer (time on the wire) and PS update;
             see :func:`sgdsim.simulation.chrome_trace.chrome_trace`.
@@ -175,6 +182,10 @@ def simulate_async(
     if not 0 <= warmup_steps < steps_per_worker:
         raise ValueError(
             f"need 0 <= warmup_steps < steps_per_worker, got {warmup_steps}, {steps_per_worker}"
+        )
+    if ps_discipline not in PS_DISCIPLINES:
+        raise ValueError(
+            f"unknown ps_discipline {ps_discipline!r}; choose one of {', '.join(PS_DISCIPLINES)}"
         )
     if workers_per_node < 1:
         raise ValueError(f"workers_per_node must be >= 1, got {workers_per_node}")
@@ -268,6 +279,10 @@ def simulate_async(
         else:
             check_end(w, now)
 
+    # with one FIFO queue for all workers the link cannot tell flows apart by
+    # connection, so each payload carries its worker: index + worker * stride
+    fifo = ps_discipline == "fifo"
+    stride = max(n_pull, n_push) + 1
     pull_flows = [(pull_bytes[p], p) for p in pull_order]
     push_flows = [[(push_bytes[q], q) for q in slot] for slot in pushes_after]
 
@@ -279,7 +294,9 @@ def simulate_async(
         if trace is not None:
             for _, p in flows:
                 joined[w][p] = now
-        if links[_DOWN].add_batch(now, flows, w):
+        if fifo:
+            flows = [(b, p + w * stride) for b, p in flows]
+        if links[_DOWN].add_batch(now, flows, 0 if fifo else w):
             reschedule(_DOWN)
 
     def join_pushes(w: int, slot: int, now: float) -> None:
@@ -287,7 +304,9 @@ def simulate_async(
         if trace is not None:
             for _, q in flows:
                 push_joined[w][q] = now
-        if links[_UP].add_batch(now, flows, w):
+        if fifo:
+            flows = [(b, q + w * stride) for b, q in flows]
+        if links[_UP].add_batch(now, flows, 0 if fifo else w):
             reschedule(_UP)
 
     def check_end(w: int, now: float) -> None:
@@ -327,11 +346,14 @@ def simulate_async(
             link = links[a]
             while True:
                 idx, w, t_next = link.pop_next(now)
+                if fifo:
+                    w, idx = divmod(idx, stride)
                 if trace is not None:
                     t_join = joined[w][idx] if a == _DOWN else push_joined[w][idx]
-                    begin = max(t_join, conn_free[a][w])
+                    c = 0 if fifo else w  # the queue this flow waited in
+                    begin = max(t_join, conn_free[a][c])
                     trace.append((PULL if a == _DOWN else PUSH, w, idx, begin, now))
-                    conn_free[a][w] = now
+                    conn_free[a][c] = now
                 if a == _DOWN:
                     g = pull_gate[idx]
                     pending[w][g] -= 1
@@ -458,6 +480,7 @@ def simulate_async_replicated(
     seed: int = 0,
     replications: int = 3,
     workers_per_node: int = 1,
+    ps_discipline: str = "fair",
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -485,6 +508,7 @@ def simulate_async_replicated(
             policy,
             seed + r,
             workers_per_node=workers_per_node,
+            ps_discipline=ps_discipline,
         )
         for r in range(replications if workers > 1 else 1)
     ]

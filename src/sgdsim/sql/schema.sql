@@ -97,6 +97,8 @@ CREATE TABLE predictions (
     steps_per_worker INTEGER NOT NULL,
     warmup_steps     INTEGER NOT NULL,
     policy           VARCHAR NOT NULL,  -- transmission policy, e.g. tf_default
+    workers_per_node INTEGER NOT NULL,  -- co-located workers sharing a node's cores
+    ps_discipline    VARCHAR NOT NULL,  -- fair | fifo: how the PS NIC serves workers
     steps_per_s      DOUBLE NOT NULL,   -- worker steps per second, all workers (mean of replications)
     samples_per_s    DOUBLE NOT NULL,   -- steps_per_s * batch_size
     mean_step_s      DOUBLE NOT NULL,   -- mean step time of one worker
