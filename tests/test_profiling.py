@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 from pathlib import Path
@@ -52,3 +53,16 @@ def test_timeout_kills_ps_and_worker_and_leaves_no_output(tmp_path: Path):
 def test_spec_round_trips_through_json():
     s = tiny(seed=9)
     assert ProfileSpec.from_json(s.to_json()) == s
+
+
+@pytest.mark.parametrize(("untraced", "traced"), [(8, 3), (3, 2), (2, 1), (12, 4), (5, 5)])
+def test_traced_steps_are_spread_among_untraced_ones(untraced: int, traced: int):
+    from sgdsim.profiling.worker import step_plan
+
+    plan = step_plan(untraced, traced)
+    assert plan.count(True) == traced and plan.count(False) == untraced
+    at = [i for i, t in enumerate(plan) if t]
+    assert not plan[0] or untraced <= traced  # not all bunched at the start
+    gaps = [b - a for a, b in itertools.pairwise(at)]
+    assert not gaps or max(gaps) - min(gaps) <= 1  # evenly spaced
+    assert "".join("T" if t else "u" for t in step_plan(8, 3)) == "uuTuuTuuTuu"

@@ -31,6 +31,17 @@ def log(msg: str) -> None:
     print(f"[profile] {msg}", file=sys.stderr, flush=True)
 
 
+def step_plan(untraced: int, traced: int) -> list[bool]:
+    """Order of untraced (False) and traced (True) steps: traced spread evenly.
+
+    >>> "".join("T" if x else "u" for x in step_plan(8, 3))
+    'uuTuuTuuTuu'
+    """
+    n = untraced + traced
+    at = {(k + 1) * (n + 1) // (traced + 1) - 1 for k in range(traced)}
+    return [i in at for i in range(n)]
+
+
 def _dtype_bytes(v: Any) -> int:
     return int(v.dtype.base_dtype.size) * int(v.shape.num_elements())
 
@@ -130,23 +141,29 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
         log(f"warm-up: {spec.warmup_steps} steps")
         for _ in range(spec.warmup_steps):
             sess.run(train_op)
-        untraced = []
-        for i in range(spec.timed_steps):
-            t = time.perf_counter()
-            sess.run(train_op)
-            untraced.append(time.perf_counter() - t)
-            log(f"untraced step {i + 1}/{spec.timed_steps}: {untraced[-1]:.4f} s")
         opts = tf.compat.v1.RunOptions(
             trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True
         )
-        traced = []
-        for k in range(spec.traced_steps):
-            md = tf.compat.v1.RunMetadata()
-            t = time.perf_counter()
-            sess.run(train_op, options=opts, run_metadata=md)
-            traced.append(time.perf_counter() - t)
-            (out / f"trace_{k}.pb").write_bytes(md.SerializeToString())
-            log(f"traced step {k + 1}/{spec.traced_steps}: {traced[-1]:.4f} s")
+        # Traced steps are spread evenly among the untraced ones, so that both
+        # see the same machine state: the tracing factor (untraced / traced)
+        # then measures tracing, not drift between two phases of the run.
+        plan = step_plan(spec.timed_steps, spec.traced_steps)
+        untraced: list[float] = []
+        traced: list[float] = []
+        for traced_step in plan:
+            if traced_step:
+                k = len(traced)
+                md = tf.compat.v1.RunMetadata()
+                t = time.perf_counter()
+                sess.run(train_op, options=opts, run_metadata=md)
+                traced.append(time.perf_counter() - t)
+                (out / f"trace_{k}.pb").write_bytes(md.SerializeToString())
+                log(f"traced step {k + 1}/{spec.traced_steps}: {traced[-1]:.4f} s")
+            else:
+                t = time.perf_counter()
+                sess.run(train_op)
+                untraced.append(time.perf_counter() - t)
+                log(f"untraced step {len(untraced)}/{spec.timed_steps}: {untraced[-1]:.4f} s")
 
     med_u, med_t = statistics.median(untraced), statistics.median(traced)
     q = statistics.quantiles(untraced, n=4) if len(untraced) > 1 else [med_u, med_u, med_u]
