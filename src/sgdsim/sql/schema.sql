@@ -19,7 +19,7 @@ CREATE TABLE profiles (
     untraced_step_s       DOUBLE NOT NULL,     -- median wall time of an untraced step
     untraced_step_iqr_s   DOUBLE NOT NULL,     -- interquartile range of untraced step times
     traced_step_s         DOUBLE NOT NULL,     -- median wall time of a traced step
-    tracing_factor        DOUBLE NOT NULL,     -- untraced / traced: scales traced durations
+    tracing_factor        DOUBLE NOT NULL,     -- median untraced / mean traced: scales traced durations
     profile_bandwidth_Bps DOUBLE NOT NULL,     -- bandwidth fitted to the profile's pulls
     profile_latency_s     DOUBLE NOT NULL,     -- intercept of that fit (software delay)
     profile_fit_rms_s     DOUBLE NOT NULL,     -- RMS residual of that fit

@@ -16,11 +16,11 @@ Steps (all times from medians over the K traced steps):
 4. Each push costs the PS the run time of the PS ops reachable from its
    ``_Recv`` (the update op, e.g. ``ResourceApplyGradientDescent``).
 5. Calibration: tracing slows every op (FULL_TRACE), so all traced durations
-   are scaled by ``f = median untraced step / median traced step`` (wall
-   times measured by the client around ``Session.run``). The part of a traced
-   step outside the trace's span (client, RPC) becomes the per-step overhead,
-   also scaled by ``f``. Transfers are not scaled: the simulator recomputes
-   them from the network.
+   are scaled by ``f = median untraced step / mean traced step`` (wall times
+   measured by the client around ``Session.run``; see :func:`tracing_factor`).
+   The part of a traced step outside the trace's span (client, RPC), mean over
+   traced steps, becomes the per-step overhead, also scaled by ``f``.
+   Transfers are not scaled: the simulator recomputes them from the network.
 6. Network seen in the profile: see :func:`profile_network`. Its latency
    (software time before the first pull lands) is moved into the pull start
    offset, so the loopback replay uses the fitted bandwidth with zero latency.
@@ -40,14 +40,20 @@ from sgdsim.simulation.workload import Network, Workload
 
 
 def tracing_factor(untraced_s: list[float], traced_s: list[float]) -> float:
-    """``median(untraced) / median(traced)``: scales traced durations to untraced time.
+    """``median(untraced) / mean(traced)``: scales traced durations to untraced time.
+
+    The replay is built from per-op *means* over the traced steps, so it
+    reconstructs the mean traced step, and is scaled by the mean traced wall
+    time; it is scaled *to* the median untraced step, the typical step and
+    robust to an outlier. (Dividing by the median traced time instead let one
+    slow traced step inflate the replay by 11 %.)
 
     Raises:
         TraceError: no step times.
     """
     if not untraced_s or not traced_s:
         raise TraceError("meta.json: untraced_step_s and traced_step_s must be non-empty")
-    return statistics.median(untraced_s) / statistics.median(traced_s)
+    return statistics.median(untraced_s) / statistics.fmean(traced_s)
 
 
 def profile_network(transfers: pl.DataFrame) -> tuple[Network, float]:
@@ -231,8 +237,8 @@ def build_workload(
         pl.col("start_us").min().alias("t0"),
         (pl.col("start_us") + pl.col("dur_us")).max().alias("t1"),
     )
-    span_us = statistics.median((steps["t1"] - steps["t0"]).to_list())
-    overhead = max(0.0, statistics.median(traced_s) - span_us * 1e-6) * f
+    span_us = statistics.fmean((steps["t1"] - steps["t0"]).to_list())
+    overhead = max(0.0, statistics.fmean(traced_s) - span_us * 1e-6) * f
     pull_start = (
         transfers.filter(pl.col("direction") == "pull")
         .group_by("step")
