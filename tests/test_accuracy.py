@@ -41,4 +41,3 @@ def test_single_worker_replay_within_10_percent_of_untraced_step(model: str, tmp
         f"replay {p['replay_step_s']:.4f} s, {err:+.1%}"
     )
     assert abs(err) <= 0.10
-
