@@ -26,3 +26,15 @@ def fetch(sql: str, params: list[Any] | None = None) -> pl.DataFrame:
         return pl.DataFrame(cur.fetchall(), schema=cols, orient="row")
     finally:
         con.close()
+
+
+def model_names() -> list[str]:
+    """Models with predictions, sorted."""
+    return fetch("SELECT DISTINCT model FROM predictions ORDER BY model")["model"].to_list()
+
+
+def network_names() -> list[str]:
+    """Networks with predictions, slowest first."""
+    return fetch(
+        "SELECT network, min(bandwidth_bps) AS b FROM predictions GROUP BY network ORDER BY b"
+    )["network"].to_list()

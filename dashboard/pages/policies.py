@@ -7,17 +7,15 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from dashboard.data import fetch
+from dashboard.data import fetch, model_names, network_names
 from dashboard.figures import policy_figure
 
 dash.register_page(__name__, path="/policies", name="Policies", title="sgdsim: policies")
 
 
 def layout(**_: Any) -> html.Div:
-    models = fetch("SELECT DISTINCT model FROM predictions ORDER BY model")["model"].to_list()
-    nets = fetch(
-        "SELECT network, min(bandwidth_bps) AS b FROM predictions GROUP BY network ORDER BY b"
-    )["network"].to_list()
+    models = model_names()
+    nets = network_names()
     return html.Div(
         [
             html.H2("Transmission policies"),

@@ -7,21 +7,19 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from dashboard.data import fetch
+from dashboard.data import fetch, model_names, network_names
 from dashboard.figures import METRICS, scaling_figure
 
 dash.register_page(__name__, path="/", name="Scaling", title="sgdsim: scaling")
 
 
 def layout(**_: Any) -> html.Div:
-    models = fetch("SELECT DISTINCT model FROM predictions ORDER BY model")["model"].to_list()
+    models = model_names()
     policies = fetch("SELECT DISTINCT policy FROM predictions ORDER BY policy")["policy"].to_list()
     default_policy = (
         "tf_default" if "tf_default" in policies else (policies[0] if policies else None)
     )
-    nets = fetch(
-        "SELECT network, min(bandwidth_bps) AS b FROM predictions GROUP BY network ORDER BY b"
-    )["network"].to_list()
+    nets = network_names()
     return html.Div(
         [
             html.H2("Throughput vs workers"),

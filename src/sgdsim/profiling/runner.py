@@ -12,6 +12,7 @@ from pathlib import Path
 from sgdsim.errors import ProfileError
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
+from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
 
 #: Files a complete profile directory holds besides ``trace_{k}.pb``.
@@ -41,23 +42,7 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
     with atomic_path(out_dir) as tmp:
         tmp.mkdir(parents=True)
         ps = spawn(
-            [
-                sys.executable,
-                "-m",
-                "sgdsim.profiling.server",
-                "--cluster",
-                json.dumps(cluster),
-                "--job",
-                "ps",
-                "--task",
-                "0",
-                "--intra",
-                str(spec.intra_op_threads),
-                "--inter",
-                str(spec.inter_op_threads),
-                "--lifetime",
-                str(spec.timeout_s + 30),
-            ],
+            ps_argv(cluster, spec.intra_op_threads, spec.inter_op_threads, spec.timeout_s + 30),
             env,
         )
         worker = spawn(

@@ -13,6 +13,27 @@ import sys
 import threading
 
 
+def ps_argv(cluster: dict[str, list[str]], intra: int, inter: int, lifetime_s: float) -> list[str]:
+    """Command line of PS task 0 of ``cluster`` (threads, and seconds before it exits)."""
+    return [
+        sys.executable,
+        "-m",
+        "sgdsim.profiling.server",
+        "--cluster",
+        json.dumps(cluster),
+        "--job",
+        "ps",
+        "--task",
+        "0",
+        "--intra",
+        str(intra),
+        "--inter",
+        str(inter),
+        "--lifetime",
+        f"{lifetime_s:.0f}",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--cluster", required=True, help="cluster spec as JSON")

@@ -56,7 +56,7 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
     import tensorflow as tf
     import tf_keras
 
-    from sgdsim.models import build_model, make_optimizer
+    from sgdsim.profiling.graph import build_training_graph
 
     tf.compat.v1.disable_eager_execution()
     if spec.device == "gpu" and not tf.config.list_physical_devices("GPU"):
@@ -75,35 +75,15 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
     )
     dev = "GPU:0" if spec.device == "gpu" else "CPU:0"
     worker_device = f"/job:worker/task:0/device:{dev}"
-    graph = tf.Graph()
+    tg = build_training_graph(spec, cluster, worker_device)
+    graph, train_op, init, opt, grads_and_vars = (
+        tg.graph,
+        tg.train_op,
+        tg.init,
+        tg.opt,
+        tg.grads_and_vars,
+    )
     with graph.as_default():
-        tf.compat.v1.set_random_seed(spec.seed)
-        tf_keras.backend.set_learning_phase(1)  # static training mode: no tf.cond in BN
-        setter = tf.compat.v1.train.replica_device_setter(
-            worker_device=worker_device, cluster=tf.train.ClusterSpec(cluster)
-        )
-        with tf.compat.v1.device(setter):
-            shape = (spec.batch_size, spec.image_size, spec.image_size, 3)
-            x = tf.random.uniform(shape, seed=spec.seed, name="synthetic_images")
-            y = tf.random.uniform(
-                (spec.batch_size,),
-                maxval=spec.classes,
-                dtype=tf.int32,
-                seed=spec.seed + 1,
-                name="synthetic_labels",
-            )
-            model = build_model(spec.model, x, spec.classes)
-            loss = tf.reduce_mean(
-                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=model.output),
-                name="loss",
-            )
-            global_step = tf.compat.v1.train.get_or_create_global_step()
-            opt = make_optimizer(spec.optimizer)
-            grads_and_vars = [(g, v) for g, v in opt.compute_gradients(loss) if g is not None]
-            apply = opt.apply_gradients(grads_and_vars, global_step=global_step)
-            train_op = tf.group(apply, *model.updates, name="train_op")
-        init = tf.compat.v1.global_variables_initializer()
-
         grad_of = {v.name: g for g, v in grads_and_vars}
         ops = graph.get_operations()
         variables = []

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sgdsim.errors import SgdsimError
 from sgdsim.profiling.procs import free_ports, spawn, stop
+from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.testbed.netns import Testbed
 
@@ -203,23 +204,7 @@ def run_async_measurement(
         with tempfile.TemporaryDirectory(prefix="sgdsim-measure-") as tmp:
             procs["ps"] = launch(
                 "ps",
-                [
-                    sys.executable,
-                    "-m",
-                    "sgdsim.profiling.server",
-                    "--cluster",
-                    json.dumps(cluster),
-                    "--job",
-                    "ps",
-                    "--task",
-                    "0",
-                    "--intra",
-                    str(spec.intra_op_threads),
-                    "--inter",
-                    str(spec.inter_op_threads),
-                    "--lifetime",
-                    f"{limit_s + 30:.0f}",
-                ],
+                ps_argv(cluster, spec.intra_op_threads, spec.inter_op_threads, limit_s + 30),
             )
             outs = {f"w{k}": Path(tmp) / f"w{k}.json" for k in range(workers)}
             for k in range(workers):

@@ -61,9 +61,8 @@ def run_worker(
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
-    import tf_keras
 
-    from sgdsim.models import build_model, make_optimizer
+    from sgdsim.profiling.graph import build_training_graph
 
     tf.compat.v1.disable_eager_execution()
     cfg = tf.compat.v1.ConfigProto(
@@ -73,37 +72,13 @@ def run_worker(
         # between-graph replication: talk to the PS and ourselves, never wait for peers
         device_filters=["/job:ps", f"/job:worker/task:{task}"],
     )
-    spec_c = tf.train.ClusterSpec(cluster)
-    server = tf.distribute.Server(spec_c, job_name="worker", task_index=task, config=cfg)
+    server = tf.distribute.Server(
+        tf.train.ClusterSpec(cluster), job_name="worker", task_index=task, config=cfg
+    )
     worker_device = f"/job:worker/task:{task}/device:CPU:0"
-    graph = tf.Graph()
+    tg = build_training_graph(spec, cluster, worker_device)
+    graph, train_op, init = tg.graph, tg.train_op, tg.init
     with graph.as_default():
-        tf.compat.v1.set_random_seed(spec.seed)
-        tf_keras.backend.set_learning_phase(1)  # static training mode: no tf.cond in BN
-        setter = tf.compat.v1.train.replica_device_setter(
-            worker_device=worker_device, cluster=spec_c
-        )
-        with tf.compat.v1.device(setter):
-            shape = (spec.batch_size, spec.image_size, spec.image_size, 3)
-            x = tf.random.uniform(shape, seed=spec.seed, name="synthetic_images")
-            y = tf.random.uniform(
-                (spec.batch_size,),
-                maxval=spec.classes,
-                dtype=tf.int32,
-                seed=spec.seed + 1,
-                name="synthetic_labels",
-            )
-            model = build_model(spec.model, x, spec.classes)
-            loss = tf.reduce_mean(
-                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=model.output),
-                name="loss",
-            )
-            global_step = tf.compat.v1.train.get_or_create_global_step()
-            opt = make_optimizer(spec.optimizer)
-            grads_and_vars = [(g, v) for g, v in opt.compute_gradients(loss) if g is not None]
-            apply = opt.apply_gradients(grads_and_vars, global_step=global_step)
-            train_op = tf.group(apply, *model.updates, name="train_op")
-        init = tf.compat.v1.global_variables_initializer()
         uninitialized = tf.compat.v1.report_uninitialized_variables()
         graph.finalize()
 
