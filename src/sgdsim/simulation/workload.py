@@ -68,6 +68,10 @@ class Workload:
         overhead_s: per-step overhead between two steps (client, RPC), seconds.
         batch_size: samples per step.
         meta: free-form provenance (profile id, calibration figures).
+        pull_shard: (P,) PS task (shard) that serves each pull, in ``[0, ps_tasks)``;
+            None = all on shard 0.
+        push_shard: (Q,) PS task (shard) that receives each push; None = all on shard 0.
+        ps_tasks: number of PS tasks (shards), each on its own host with its own NIC.
     """
 
     seg_dur_s: npt.NDArray[np.float64]
@@ -80,8 +84,16 @@ class Workload:
     overhead_s: float = 0.0
     batch_size: int = 1
     meta: dict[str, Any] = field(default_factory=dict)
+    pull_shard: npt.NDArray[np.int64] | None = None
+    push_shard: npt.NDArray[np.int64] | None = None
+    ps_tasks: int = 1
 
     def __post_init__(self) -> None:
+        if self.pull_shard is None:
+            object.__setattr__(self, "pull_shard", np.zeros(len(self.pull_bytes), np.int64))
+        if self.push_shard is None:
+            object.__setattr__(self, "push_shard", np.zeros(len(self.push_bytes), np.int64))
+        pull_shard, push_shard = self.pulls_shard, self.pushes_shard
         s = len(self.seg_dur_s)
         checks = [
             (s >= 1, "at least one compute segment"),
@@ -103,10 +115,32 @@ class Workload:
             (bool(np.all(self.push_update_s >= 0)), "non-negative update times"),
             (self.pull_start_s >= 0 and self.overhead_s >= 0, "non-negative offsets"),
             (self.batch_size >= 1, "batch_size >= 1"),
+            (self.ps_tasks >= 1, "ps_tasks >= 1"),
+            (
+                len(pull_shard) == len(self.pull_bytes) and len(push_shard) == len(self.push_bytes),
+                "pull_shard and push_shard as long as pull_bytes and push_bytes",
+            ),
+            (
+                bool(np.all((pull_shard >= 0) & (pull_shard < self.ps_tasks)))
+                and bool(np.all((push_shard >= 0) & (push_shard < self.ps_tasks))),
+                "shards in [0, ps_tasks)",
+            ),
         ]
         bad = [what for ok, what in checks if not ok]
         if bad:
             raise ValueError(f"invalid workload: needs {', '.join(bad)}")
+
+    @property
+    def pulls_shard(self) -> npt.NDArray[np.int64]:
+        """(P,) shard of each pull (``pull_shard`` with the None default resolved)."""
+        assert self.pull_shard is not None  # set in __post_init__
+        return self.pull_shard
+
+    @property
+    def pushes_shard(self) -> npt.NDArray[np.int64]:
+        """(Q,) shard of each push (``push_shard`` with the None default resolved)."""
+        assert self.push_shard is not None  # set in __post_init__
+        return self.push_shard
 
     @property
     def compute_s(self) -> float:
@@ -134,6 +168,9 @@ class Workload:
             overhead_s=float(d.get("overhead_s", 0.0)),
             batch_size=int(d.get("batch_size", 1)),
             meta=dict(d.get("meta", {})),
+            pull_shard=None if d.get("pull_shard") is None else f(d["pull_shard"], dtype=np.int64),
+            push_shard=None if d.get("push_shard") is None else f(d["push_shard"], dtype=np.int64),
+            ps_tasks=int(d.get("ps_tasks", 1)),
         )
 
     def save(self, path: str) -> None:
