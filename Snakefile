@@ -13,6 +13,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/normalize.smk"
 include: "workflow/rules/simulate.smk"
+include: "workflow/rules/validate.smk"
 include: "workflow/rules/publish.smk"
 
 
@@ -20,5 +21,5 @@ rule all:
     default_target: True
     input:
         rules.publish.output.db,
-        rules.report.output.policy_gain,
+        rules.report.output,
         chrome_trace_files(),

@@ -40,6 +40,7 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
                     "set simulation.chrome_traces: [] (a --configfile is merged into "
                     "config/config.yaml, whose simulation.chrome_traces it inherits)"
                 )
+    _check_validation(config, source, names)
     sim = config.get("simulation", {})
     steps, warm = sim.get("steps_per_worker", 30), sim.get("warmup_steps", 3)
     if warm >= steps:
@@ -47,3 +48,62 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
             f"{source}: simulation.warmup_steps ({warm}) must be below "
             f"simulation.steps_per_worker ({steps}); lower warmup_steps or raise steps_per_worker"
         )
+
+
+def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[str]]) -> None:
+    val = config.get("validation", {})
+    if not val.get("points"):
+        return
+    hw = val.get("hardware", "cpu")
+    if hw not in names["hardware"]:
+        raise ConfigError(
+            f"{source}: validation.hardware: {hw!r} is not the name of a hardware entry "
+            f"({', '.join(sorted(names['hardware']))}); fix the name"
+        )
+    nets = [n["name"] for n in val.get("networks", [])]
+    if not nets:
+        raise ConfigError(
+            f"{source}: validation.networks is empty but validation.points is not; add an "
+            "emulated network, e.g. {name: 50Mbps, bandwidth_bps: 5.0e+7}"
+        )
+    if len(set(nets)) != len(nets):
+        raise ConfigError(f"{source}: validation.networks: a name is used twice ({nets})")
+    for i, pt in enumerate(val["points"]):
+        if pt["model"] not in names["models"]:
+            raise ConfigError(
+                f"{source}: validation.points[{i}].model: {pt['model']!r} is not the name of a "
+                f"models entry ({', '.join(sorted(names['models']))}); add it to models"
+            )
+        for n in pt.get("networks", nets):
+            if n not in nets:
+                raise ConfigError(
+                    f"{source}: validation.points[{i}].networks: {n!r} is not the name of a "
+                    f"validation.networks entry ({', '.join(nets)})"
+                )
+
+
+def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every measured point of ``config['validation']``, one dict each.
+
+    Keys: hardware, model, network, policy, workers. Duplicates removed, order kept.
+    """
+    val = config.get("validation", {})
+    nets = [n["name"] for n in val.get("networks", [])]
+    hw = val.get("hardware", "cpu")
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for pt in val.get("points", []):
+        for net in pt.get("networks", nets):
+            for policy in pt.get("policies", ["tf_default"]):
+                for n in pt["workers"]:
+                    key = (hw, pt["model"], net, policy, n)
+                    out.setdefault(
+                        key,
+                        {
+                            "hardware": hw,
+                            "model": pt["model"],
+                            "network": net,
+                            "policy": policy,
+                            "workers": n,
+                        },
+                    )
+    return list(out.values())

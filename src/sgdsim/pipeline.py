@@ -6,7 +6,10 @@ so that the library itself stays free of Snakemake.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,9 @@ def _entry(config: dict[str, Any], key: str, name: str) -> dict[str, Any]:
     raise ConfigError(f"config: {key}: no entry named {name!r}")
 
 
-def profile_stage(config: dict[str, Any], hardware: str, model: str, out_dir: str) -> None:
-    """Profile ``model`` on ``hardware`` (see :func:`sgdsim.profiling.run_profile`)."""
-    from sgdsim.profiling import ProfileSpec, run_profile
+def profile_spec(config: dict[str, Any], hardware: str, model: str, **overrides: Any) -> Any:
+    """The :class:`~sgdsim.profiling.ProfileSpec` of ``model`` on ``hardware`` in ``config``."""
+    from sgdsim.profiling import ProfileSpec
 
     m, h, p = (
         _entry(config, "models", model),
@@ -49,7 +52,14 @@ def profile_stage(config: dict[str, Any], hardware: str, model: str, out_dir: st
         timeout_s=p.get("timeout_s", 900),
         seed=config.get("seed", 42),
     )
-    run_profile(spec, out_dir)
+    return dataclasses.replace(spec, **overrides)
+
+
+def profile_stage(config: dict[str, Any], hardware: str, model: str, out_dir: str) -> None:
+    """Profile ``model`` on ``hardware`` (see :func:`sgdsim.profiling.run_profile`)."""
+    from sgdsim.profiling import run_profile
+
+    run_profile(profile_spec(config, hardware, model), out_dir)
 
 
 def normalize_stage(profile_dir: str, tables_dir: str, workload_path: str) -> None:
@@ -148,8 +158,146 @@ def chrome_trace_stage(
     write_chrome_trace(out_path, chrome_trace(records, r.workers, meta))
 
 
+def _validation_network(config: dict[str, Any], name: str) -> dict[str, Any]:
+    for n in config.get("validation", {}).get("networks", []):
+        if n["name"] == name:
+            return dict(n)
+    raise ConfigError(f"config: validation.networks: no entry named {name!r}")
+
+
+def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, str]) -> None:
+    """Measure one validation point on the emulated network; one-row Parquet file.
+
+    Runs :func:`sgdsim.testbed.run_async_measurement` with the model and thread
+    settings of the profile, the validation network's rate and the point's pull
+    order. Without root or iproute2 the point is recorded with ``status``
+    ``skipped`` and the reason (``validation.unprivileged: skip``), or measured
+    unshaped on loopback (``loopback``).
+
+    Raises:
+        MeasurementError: the run failed (nothing is written).
+    """
+    import statistics
+
+    from sgdsim.testbed import check_available, run_async_measurement
+
+    val = config["validation"]
+    net = _validation_network(config, wildcards["network"])
+    latency = float(net.get("latency_s", 0.0))
+    spec = profile_spec(
+        config, wildcards["hardware"], wildcards["model"], pull_order=wildcards["policy"]
+    )
+    workers = int(wildcards["workers"])
+    row: dict[str, Any] = {
+        "model": wildcards["model"],
+        "hardware": wildcards["hardware"],
+        "network": net["name"],
+        "bandwidth_bps": float(net["bandwidth_bps"]),
+        "latency_s": latency,
+        "policy": wildcards["policy"],
+        "workers": workers,
+        "batch_size": spec.batch_size,
+        "duration_s": float(val.get("duration_s", 20)),
+        "warmup_s": float(val.get("warmup_s", 5)),
+    }
+    why = check_available(need_netem=latency > 0)
+    loopback = False
+    if why is not None:
+        if val.get("unprivileged", "skip") == "skip":
+            print(f"[measure] skipped: {why}", file=sys.stderr)
+            row |= {"status": "skipped", "reason": why, "loopback": False}
+            with atomic_path(out_path) as tmp:
+                pl.DataFrame([row]).write_parquet(tmp)
+            return
+        print(f"[measure] {why}; measuring unshaped on loopback instead", file=sys.stderr)
+        loopback = True
+    r = run_async_measurement(
+        spec,
+        workers,
+        None if loopback else float(net["bandwidth_bps"]),
+        0.0 if loopback else latency,
+        duration_s=row["duration_s"],
+        warmup_s=row["warmup_s"],
+        loopback=loopback,
+    )
+    windows = list(r.steps_per_s_windows)
+    row |= {
+        "status": "ok",
+        "reason": why or "",
+        "loopback": loopback,
+        "steps_per_s": r.steps_per_s,
+        "samples_per_s": r.steps_per_s * spec.batch_size,
+        "steps_per_s_windows": windows,
+        "steps_per_s_std": statistics.stdev(windows) if len(windows) > 1 else 0.0,
+        "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
+        "window_s": r.window_s,
+    }
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
+def predict_testbed_stage(
+    config: dict[str, Any],
+    workload_path: str,
+    tables_dir: str,
+    out_path: str,
+    wildcards: dict[str, str],
+) -> None:
+    """Predict one validation point for the testbed's placement; one-row Parquet file.
+
+    The testbed runs the PS and all N workers on this one node, so the
+    prediction places the N workers on one node (``workers_per_node = N``: they
+    share its cores) behind NICs of the validation network's rate. Points
+    measured on loopback (no root) are predicted for the profile's own loopback
+    network fit instead.
+    """
+    from sgdsim.simulation import Network, Workload, simulate_async_replicated
+
+    net = _validation_network(config, wildcards["network"])
+    sim = config["simulation"]
+    workers = int(wildcards["workers"])
+    workload = Workload.load(workload_path)
+    network = Network.from_bits(net["bandwidth_bps"], float(net.get("latency_s", 0.0)), net["name"])
+    if config["validation"].get("unprivileged", "skip") == "loopback":
+        from sgdsim.testbed import check_available
+
+        if check_available(need_netem=network.latency_s > 0) is not None:
+            fit = pl.read_parquet(Path(tables_dir) / "profile.parquet")
+            network = Network(float(fit["profile_bandwidth_Bps"][0]), 0.0, "loopback")
+    r = simulate_async_replicated(
+        workload,
+        network,
+        workers=workers,
+        steps_per_worker=sim["steps_per_worker"],
+        warmup_steps=sim["warmup_steps"],
+        policy=wildcards["policy"],
+        seed=config.get("seed", 42),
+        replications=sim.get("replications", 5),
+        workers_per_node=workers,
+        ps_discipline=sim.get("ps_discipline", "fair"),
+    )
+    row = {
+        "model": wildcards["model"],
+        "hardware": wildcards["hardware"],
+        "network": net["name"],
+        "bandwidth_bps": float(net["bandwidth_bps"]),
+        "predicted_bandwidth_Bps": network.bandwidth_Bps,
+        "batch_size": workload.batch_size,
+        "workers_per_node": workers,
+        **asdict(r),
+    }
+    row["sim_wall_s"] = row.pop("wall_s")
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
 def publish_stage(
-    db_path: str, tables_dirs: list[str], prediction_files: list[str], config: dict[str, Any]
+    db_path: str,
+    tables_dirs: list[str],
+    prediction_files: list[str],
+    config: dict[str, Any],
+    measurement_files: Sequence[str] = (),
+    testbed_prediction_files: Sequence[str] = (),
 ) -> None:
     """Build ``results/sgdsim.duckdb`` (see :func:`sgdsim.store.publish`)."""
     from sgdsim.store import publish
@@ -159,11 +307,17 @@ def publish_stage(
         [Path(d) for d in tables_dirs],
         [Path(p) for p in prediction_files],
         config_json=json.dumps(config, sort_keys=True, default=str),
+        measurement_files=[Path(p) for p in measurement_files],
+        testbed_prediction_files=[Path(p) for p in testbed_prediction_files],
     )
 
 
-def report_stage(db_path: str, policy_gain_path: str) -> None:
-    """Markdown reports from the store (see :mod:`sgdsim.reports`)."""
-    from sgdsim.reports import policy_gain_report
+def report_stage(
+    db_path: str, policy_gain_path: str, accuracy_path: str, accuracy_plot_path: str
+) -> None:
+    """Markdown reports and the accuracy plot from the store (see :mod:`sgdsim.reports`)."""
+    from sgdsim.reports import accuracy_plot, accuracy_report, policy_gain_report
 
     policy_gain_report(db_path, policy_gain_path)
+    accuracy_report(db_path, accuracy_path)
+    accuracy_plot(db_path, accuracy_plot_path)

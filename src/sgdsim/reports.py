@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,3 +64,240 @@ def policy_gain_report(db_path: str | os.PathLike[str], out_path: str | os.PathL
         text.append("No comparison: add `fifo_random` and another policy to `policies:`.")
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text("\n".join(text) + "\n")
+
+
+#: A step from N to the next measured N that gains less than this factor counts as saturated.
+SATURATION_GAIN = 1.10
+
+
+def saturation_n(workers: Sequence[int], steps_per_s: Sequence[float]) -> int | None:
+    """Smallest N after which one more measured worker count raises steps/s by less
+    than 10 % (:data:`SATURATION_GAIN`); None if throughput still grows at the largest N.
+
+    Args:
+        workers: worker counts N, ascending.
+        steps_per_s: throughput at each N.
+    """
+    pairs = sorted(zip(workers, steps_per_s, strict=True))
+    for (n, a), (_, b) in itertools.pairwise(pairs):
+        if b < SATURATION_GAIN * a:
+            return n
+    return None
+
+
+def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
+    return con.execute(
+        """
+        SELECT model, network, policy, workers, measured_steps_per_s,
+               measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
+               hardware, loopback
+        FROM validation ORDER BY model, bandwidth_bps, network, policy, workers
+        """
+    ).fetchall()
+
+
+def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
+    """Write the measured-validation accuracy table (Markdown) from views ``validation``
+    and ``validation_summary``: MAPE and maximum error per model, policy and
+    network, over all points, saturation points measured vs predicted, each
+    point, and the points that were skipped and why."""
+    con = connect_read_only(db_path)
+    try:
+        points = _validation_rows(con)
+        summary = con.execute(
+            """
+            SELECT model, policy, network, points, mape_pct, max_ape_pct
+            FROM validation_summary ORDER BY model, policy, network
+            """
+        ).fetchall()
+        overall = con.execute(
+            "SELECT count(*), avg(ape_pct), max(ape_pct) FROM validation"
+        ).fetchone()
+        skipped = con.execute(
+            """
+            SELECT model, network, policy, workers, reason FROM measurements
+            WHERE status <> 'ok' ORDER BY ALL
+            """
+        ).fetchall()
+    finally:
+        con.close()
+    text = [
+        "# Measured validation: predicted vs measured throughput",
+        "",
+        "Real asynchronous TensorFlow training (one PS, N workers, each in its own network",
+        "namespace on this node, every NIC shaped by `tc tbf`) against the prediction from",
+        "this run's single-worker profile, placed as the testbed is: all N workers on one",
+        "node, sharing its cores. Error = (predicted − measured) / measured. Written by the",
+        "`report` rule from `results/sgdsim.duckdb` (views `validation`, `validation_summary`).",
+        "",
+    ]
+    if not points:
+        text.append("No measured point: set `validation.points` (see config/README.md).")
+    else:
+        n, mape, worst = overall if overall else (0, 0.0, 0.0)
+        text += [
+            f"**All {n} points: MAPE {mape:.1f} %, max error {worst:.1f} %.**",
+            "",
+            "## Per model, policy and network",
+            "",
+            markdown_table(
+                ["model", "policy", "network", "points", "MAPE %", "max error %"],
+                [(*r[:4], f"{r[4]:.1f}", f"{r[5]:.1f}") for r in summary],
+            ),
+            "",
+            "## Saturation",
+            "",
+            f"Saturated at N: the first N after which the next measured N adds less than "
+            f"{SATURATION_GAIN - 1:.0%} throughput (— = still growing at the largest N).",
+            "",
+        ]
+        groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        for r in points:
+            groups.setdefault(r[:3], []).append(r)
+        sat_rows = []
+        for key, rows in groups.items():
+            ns = [r[3] for r in rows]
+            meas = saturation_n(ns, [r[4] for r in rows])
+            pred = saturation_n(ns, [r[6] for r in rows])
+            sat_rows.append((*key, "—" if meas is None else meas, "—" if pred is None else pred))
+        text += [
+            markdown_table(
+                ["model", "network", "policy", "measured saturation N", "predicted saturation N"],
+                sat_rows,
+            ),
+            "",
+            "## Every point",
+            "",
+            markdown_table(
+                [
+                    "model",
+                    "network",
+                    "policy",
+                    "N",
+                    "measured steps/s",
+                    "± std",
+                    "predicted steps/s",
+                    "error %",
+                ],
+                [(*r[:4], r[4], r[5], r[6], f"{r[7]:+.1f}") for r in points],
+            ),
+        ]
+        if any(r[10] for r in points):
+            text += ["", "Points marked loopback ran unshaped on 127.0.0.1 (no root)."]
+    if skipped:
+        text += [
+            "",
+            "## Skipped",
+            "",
+            markdown_table(["model", "network", "policy", "N", "reason"], skipped),
+        ]
+    with atomic_path(out_path) as tmp:
+        Path(tmp).write_text("\n".join(text) + "\n")
+
+
+def accuracy_plot(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
+    """Write the predicted-vs-measured plot (self-contained Plotly HTML): left, each
+    point against the diagonal with a ±10 % band; right, steps/s against N,
+    measured (markers) and predicted (lines), per model, network and policy."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    con = connect_read_only(db_path)
+    try:
+        points = _validation_rows(con)
+    finally:
+        con.close()
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("Predicted vs measured", "Scaling with workers"),
+        horizontal_spacing=0.12,
+    )
+    top = max([max(r[4], r[6]) for r in points], default=1.0) * 1.1
+    fig.add_trace(
+        go.Scatter(x=[0, top], y=[0, top], mode="lines", line={"color": "grey"}, name="exact"),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[0, top, top, 0],
+            y=[0, 1.1 * top, 0.9 * top, 0],
+            fill="toself",
+            mode="none",
+            fillcolor="rgba(128,128,128,0.15)",
+            name="±10 %",
+        ),
+        row=1,
+        col=1,
+    )
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for r in points:
+        groups.setdefault(r[:3], []).append(r)
+    palette = [
+        "#1f77b4",
+        "#ff7f0e",
+        "#2ca02c",
+        "#d62728",
+        "#9467bd",
+        "#8c564b",
+        "#e377c2",
+        "#7f7f7f",
+        "#bcbd22",
+        "#17becf",
+    ]
+    for i, ((model, network, policy), rows) in enumerate(groups.items()):
+        color = palette[i % len(palette)]
+        label = f"{model} · {network} · {policy}"
+        fig.add_trace(
+            go.Scatter(
+                x=[r[4] for r in rows],
+                y=[r[6] for r in rows],
+                mode="markers+text",
+                text=[f"N={r[3]}" for r in rows],
+                textposition="top center",
+                marker={"color": color, "size": 9},
+                name=label,
+                legendgroup=label,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[r[3] for r in rows],
+                y=[r[4] for r in rows],
+                error_y={"type": "data", "array": [r[5] or 0.0 for r in rows]},
+                mode="markers",
+                marker={"color": color, "size": 9},
+                name=f"{label} measured",
+                legendgroup=label,
+                showlegend=False,
+            ),
+            row=1,
+            col=2,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[r[3] for r in rows],
+                y=[r[6] for r in rows],
+                mode="lines",
+                line={"color": color, "dash": "dash"},
+                name=f"{label} predicted",
+                legendgroup=label,
+                showlegend=False,
+            ),
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="measured steps/s", row=1, col=1)
+    fig.update_yaxes(title_text="predicted steps/s", row=1, col=1)
+    fig.update_xaxes(title_text="workers N", dtick=1, row=1, col=2)
+    fig.update_yaxes(title_text="steps/s (markers measured, dashed predicted)", row=1, col=2)
+    fig.update_layout(
+        title="sgdsim measured validation" if points else "sgdsim: no measured point yet",
+        template="plotly_white",
+        height=560,
+    )
+    with atomic_path(out_path) as tmp:
+        fig.write_html(str(tmp), include_plotlyjs=True, full_html=True)

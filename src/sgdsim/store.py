@@ -32,6 +32,8 @@ def publish(
     tables_dirs: Sequence[Path],
     prediction_files: Sequence[Path],
     config_json: str = "{}",
+    measurement_files: Sequence[Path] = (),
+    testbed_prediction_files: Sequence[Path] = (),
 ) -> None:
     """Write a fresh DuckDB file at ``db_path`` from the Parquet shards.
 
@@ -42,6 +44,8 @@ def publish(
         db_path: output DuckDB file.
         tables_dirs: normalized profile directories (``profile.parquet``, ``ops.parquet``, …).
         prediction_files: one-row Parquet files, one per grid point.
+        measurement_files: one-row Parquet files, one per measured validation run.
+        testbed_prediction_files: one-row Parquet files, the predictions of those runs.
         config_json: the validated config, stored in table ``runs``.
     """
     from sgdsim import __version__
@@ -56,11 +60,17 @@ def publish(
                     con.execute(
                         f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [files]
                     )
-            if prediction_files:
-                con.execute(
-                    "INSERT INTO predictions BY NAME SELECT * FROM read_parquet(?)",
-                    [[str(p) for p in prediction_files]],
-                )
+            for table, shards in (
+                ("predictions", prediction_files),
+                ("measurements", measurement_files),
+                ("testbed_predictions", testbed_prediction_files),
+            ):
+                if shards:
+                    con.execute(
+                        f"INSERT INTO {table} BY NAME "
+                        "SELECT * FROM read_parquet(?, union_by_name = true)",
+                        [[str(p) for p in shards]],
+                    )
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?)",
                 [datetime.now(UTC).replace(tzinfo=None), __version__, config_json],

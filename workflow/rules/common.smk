@@ -62,3 +62,22 @@ def profile_runtime(wildcards):
 def profile_gpu(wildcards):
     """GPUs of a profile job, from its hardware entry."""
     return _hardware_resources(wildcards).get("gpu", 0)
+
+
+from sgdsim.config import validation_points
+
+VALIDATION = validation_points(config)
+
+
+def measurement_files():
+    """One Parquet file per measured testbed run of the validation subset."""
+    return [
+        f"results/validation/measurements/{p['hardware']}/{p['model']}/{p['network']}/"
+        f"{p['policy']}/w{p['workers']}.parquet"
+        for p in VALIDATION
+    ]
+
+
+def validation_prediction_files():
+    """One Parquet file per prediction of a measured point (testbed placement)."""
+    return [f.replace("/measurements/", "/predictions/") for f in measurement_files()]

@@ -3,6 +3,8 @@ rule publish:
     input:
         tables=profile_tables(),
         predictions=prediction_files(),
+        measurements=measurement_files(),
+        testbed_predictions=validation_prediction_files(),
     output:
         db="results/sgdsim.duckdb",
     log:
@@ -17,11 +19,13 @@ rule publish:
 
 
 rule report:
-    """Markdown reports read from the store."""
+    """Markdown reports and the predicted-vs-measured plot, read from the store."""
     input:
         db=rules.publish.output.db,
     output:
         policy_gain="results/reports/policy_gain.md",
+        accuracy="results/reports/accuracy.md",
+        accuracy_plot="results/reports/accuracy.html",
     log:
         "results/logs/report.log",
     conda:

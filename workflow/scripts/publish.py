@@ -9,4 +9,6 @@ publish_stage(
     list(snakemake.input.tables),
     list(snakemake.input.predictions),
     snakemake.config,
+    measurement_files=list(snakemake.input.measurements),
+    testbed_prediction_files=list(snakemake.input.testbed_predictions),
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,5 +74,72 @@ def build_training_graph(
             grads_and_vars = [(g, v) for g, v in opt.compute_gradients(loss) if g is not None]
             apply = opt.apply_gradients(grads_and_vars, global_step=global_step)
             train_op = tf.group(apply, *model.updates, name="train_op")
+        if spec.pull_order != "tf_default":
+            task = re.search(r"/task:(\d+)", worker_device)
+            # each worker draws its own fifo_random order
+            seed = spec.seed + (int(task.group(1)) if task else 0)
+            enforce_pull_order(graph, worker_device, spec.pull_order, seed)
         init = tf.compat.v1.global_variables_initializer()
     return TrainingGraph(graph, train_op, init, opt, grads_and_vars)
+
+
+#: Pull orders :func:`enforce_pull_order` can impose (``tf_default`` imposes none).
+PULL_ORDERS: tuple[str, ...] = ("tf_default", "tictac", "fifo_random")
+
+
+def pull_reads(graph: Any, worker_device: str) -> list[Any]:
+    """The parameter reads that become pulls: ``ReadVariableOp`` ops of a variable on
+    a PS task whose value is consumed on ``worker_device``, in creation order.
+
+    Such a read carries no device of its own: TensorFlow colocates it with its
+    variable, so it runs on the PS and its value travels to the worker.
+
+    Keras creates a model's variables, and the reads of its forward pass, layer by
+    layer in call order, so creation order is the forward first-use order.
+    """
+    reads = []
+    for op in graph.get_operations():
+        if op.type != "ReadVariableOp" or "/job:ps" not in op.inputs[0].op.device:
+            continue
+        if any(c.device == worker_device for t in op.outputs for c in t.consumers()):
+            reads.append(op)
+    return reads
+
+
+def enforce_pull_order(graph: Any, worker_device: str, order: str, seed: int = 0) -> list[str]:
+    """Make the worker pull its parameters one at a time in ``order`` (TicTac's enforcement).
+
+    TensorFlow issues every pull of a step at once. To pull in a given order, the
+    read of parameter ``k + 1`` on the PS gets a control dependency on an
+    ``Identity`` of parameter ``k`` placed on the worker: the PS sends ``k + 1``
+    only after ``k`` has arrived (TicTac, Hashemi et al., MLSys 2019, §5, enforces
+    its order with such control dependencies between transfers). Each link of the
+    chain costs one control message from the worker to the PS.
+
+    Args:
+        graph: a ``tf.Graph`` built under ``replica_device_setter``, not finalized.
+        worker_device: the worker's compute device (``/job:worker/task:k/device:CPU:0``).
+        order: ``tictac`` (forward first-use order, see :func:`pull_reads`) or
+            ``fifo_random`` (one random order drawn with ``seed``, fixed for the run).
+        seed: seed of the ``fifo_random`` order.
+
+    Returns:
+        The names of the read ops in the enforced order.
+
+    Raises:
+        ValueError: unknown ``order``.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    if order not in ("tictac", "fifo_random"):
+        raise ValueError(f"pull order {order!r} cannot be enforced; use tictac or fifo_random")
+    reads = pull_reads(graph, worker_device)
+    if order == "fifo_random":
+        reads = [reads[i] for i in np.random.default_rng(seed).permutation(len(reads))]
+    with graph.as_default():
+        for k, (prev, nxt) in enumerate(itertools.pairwise(reads)):
+            with tf.compat.v1.device(worker_device):
+                arrived = tf.identity(prev.outputs[0], name=f"pull_order/arrived_{k}")
+            nxt._add_control_input(arrived.op)
+    return [op.name for op in reads]

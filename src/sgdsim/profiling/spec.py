@@ -24,6 +24,10 @@ class ProfileSpec:
         traced_steps: steps run with ``FULL_TRACE``; one RunMetadata file each.
         timeout_s: hard limit in seconds on the whole run.
         seed: TensorFlow graph seed.
+        pull_order: order in which the worker pulls the parameters each step:
+            ``tf_default`` (TensorFlow's own: every pull at once) or, enforced one
+            at a time with control dependencies (:func:`sgdsim.profiling.graph.enforce_pull_order`),
+            ``tictac`` (forward first-use order) or ``fifo_random`` (a seeded random order).
     """
 
     model: str
@@ -40,6 +44,7 @@ class ProfileSpec:
     traced_steps: int = 3
     timeout_s: float = 900.0
     seed: int = 42
+    pull_order: str = "tf_default"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -115,6 +115,61 @@ CREATE TABLE predictions (
     steps_per_s_std  DOUBLE NOT NULL    -- standard deviation of steps_per_s over replications
 );
 
+-- One row per measured validation run: real asynchronous TensorFlow training,
+-- one PS and N workers, each in its own network namespace on this node, every
+-- host's NIC shaped to bandwidth_bps per direction (sgdsim.testbed).
+CREATE TABLE measurements (
+    model            VARCHAR NOT NULL,
+    hardware         VARCHAR NOT NULL,  -- hardware entry whose thread settings the processes used
+    network          VARCHAR NOT NULL,  -- validation.networks entry
+    bandwidth_bps    DOUBLE NOT NULL,   -- NIC rate per direction (tc tbf), bit/s
+    latency_s        DOUBLE NOT NULL,   -- one-way delay added by netem, s
+    policy           VARCHAR NOT NULL,  -- pull order: tf_default, or tictac / fifo_random enforced
+    workers          INTEGER NOT NULL,  -- N
+    batch_size       INTEGER NOT NULL,
+    duration_s       DOUBLE NOT NULL,   -- configured measurement seconds after warm-up
+    warmup_s         DOUBLE NOT NULL,   -- seconds left out after the last worker's first step
+    status           VARCHAR NOT NULL,  -- ok | skipped
+    reason           VARCHAR NOT NULL,  -- why skipped, or why run on loopback ('' otherwise)
+    loopback         BOOLEAN NOT NULL,  -- run unshaped on 127.0.0.1 (no root)
+    steps_per_s      DOUBLE,            -- steps/s of all workers together (NULL when skipped)
+    samples_per_s    DOUBLE,            -- steps_per_s * batch_size
+    steps_per_s_windows DOUBLE[],       -- steps_per_s over equal consecutive sub-windows
+    steps_per_s_std  DOUBLE,            -- standard deviation over those sub-windows
+    per_worker_steps_per_s DOUBLE[],    -- each worker's steps/s
+    window_s         DOUBLE             -- seconds of the common window measured
+);
+
+-- One row per prediction of a measured point, for the testbed's placement: all
+-- N workers on one node sharing its cores (workers_per_node = N).
+CREATE TABLE testbed_predictions (
+    model            VARCHAR NOT NULL,
+    hardware         VARCHAR NOT NULL,  -- hardware entry of the profile
+    network          VARCHAR NOT NULL,  -- validation.networks entry
+    bandwidth_bps    DOUBLE NOT NULL,   -- NIC rate per direction, bit/s
+    predicted_bandwidth_Bps DOUBLE NOT NULL, -- capacity the simulator used, bytes/s
+    batch_size       INTEGER NOT NULL,
+    workers          INTEGER NOT NULL,  -- N
+    workers_per_node INTEGER NOT NULL,  -- = N: every worker on the testbed's node
+    steps_per_worker INTEGER NOT NULL,
+    warmup_steps     INTEGER NOT NULL,
+    policy           VARCHAR NOT NULL,
+    steps_per_s      DOUBLE NOT NULL,   -- predicted steps/s, all workers (mean of replications)
+    samples_per_s    DOUBLE NOT NULL,
+    mean_step_s      DOUBLE NOT NULL,
+    ps_down_util     DOUBLE NOT NULL,
+    ps_up_util       DOUBLE NOT NULL,
+    blocked_fraction DOUBLE NOT NULL,
+    sim_time_s       DOUBLE NOT NULL,
+    bytes_pulled     DOUBLE NOT NULL,
+    bytes_pushed     DOUBLE NOT NULL,
+    events           BIGINT NOT NULL,
+    sim_wall_s       DOUBLE NOT NULL,
+    seed             BIGINT NOT NULL,
+    replications     INTEGER NOT NULL,
+    steps_per_s_std  DOUBLE NOT NULL
+);
+
 CREATE TABLE runs (
     created_utc TIMESTAMP NOT NULL,     -- when publish ran
     sgdsim_version VARCHAR NOT NULL,

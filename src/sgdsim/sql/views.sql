@@ -29,3 +29,29 @@ LEFT JOIN predictions r
 LEFT JOIN predictions d
   ON d.policy = 'tf_default' AND d.model = p.model AND d.hardware = p.hardware
  AND d.network = p.network AND d.mode = p.mode AND d.workers = p.workers;
+
+-- Predicted against measured throughput at every measured validation point:
+-- signed and absolute percentage error of the prediction.
+CREATE VIEW validation AS
+SELECT
+    m.model, m.hardware, m.network, m.bandwidth_bps, m.policy, m.workers, m.loopback,
+    m.steps_per_s AS measured_steps_per_s,
+    m.steps_per_s_std AS measured_steps_per_s_std,
+    p.steps_per_s AS predicted_steps_per_s,
+    100 * (p.steps_per_s - m.steps_per_s) / m.steps_per_s AS error_pct,
+    100 * abs(p.steps_per_s - m.steps_per_s) / m.steps_per_s AS ape_pct
+FROM measurements m
+JOIN testbed_predictions p
+  ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
+ AND p.policy = m.policy AND p.workers = m.workers
+WHERE m.status = 'ok';
+
+-- Mean absolute percentage error (MAPE) and maximum error per model, policy and
+-- network, over the measured worker counts.
+CREATE VIEW validation_summary AS
+SELECT
+    model, hardware, policy, network, count(*) AS points,
+    avg(ape_pct) AS mape_pct,
+    max(ape_pct) AS max_ape_pct
+FROM validation
+GROUP BY model, hardware, policy, network;

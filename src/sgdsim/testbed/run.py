@@ -94,12 +94,16 @@ def summarize(
     """Rates over the common window of the workers' step end times (epoch seconds).
 
     The window starts ``warmup_s`` seconds after the last worker's first step
-    ended and stops when the first worker's last step ended; a step counts when
-    its end time lies in the window.
+    ended and stops when the first worker's last step ended. A worker's rate is
+    the number of its steps that ended inside the window after its first one
+    there, divided by the time between its first and last step end there (whole
+    steps only, so a window that cuts a slow step does not bias the rate by up
+    to one step); a worker with fewer than two step ends inside falls back to
+    steps ended inside / window. The total is the sum over workers.
 
     Returns:
         (total steps/s, per-worker steps/s, window in seconds, total steps/s per
-        sub-window).
+        sub-window; each sub-window's rate counts step ends inside it).
 
     Raises:
         MeasurementError: a worker ran no step, or the window is empty.
@@ -114,8 +118,14 @@ def summarize(
             f"no common window after the {warmup_s:g} s warm-up in which every worker trained "
             "(workers started too far apart); raise duration_s"
         )
-    counts = [sum(1 for x in t if start < x <= end) for t in step_end_times]
-    per = tuple(c / window for c in counts)
+    per_list = []
+    for t in step_end_times:
+        inside = [x for x in t if start <= x <= end]
+        if len(inside) >= 2 and inside[-1] > inside[0]:
+            per_list.append((len(inside) - 1) / (inside[-1] - inside[0]))
+        else:
+            per_list.append(len(inside) / window)
+    per = tuple(per_list)
     edges = [start + window * i / sub_windows for i in range(sub_windows + 1)]
     sub = tuple(
         sum(1 for t in step_end_times for x in t if lo < x <= hi) / (hi - lo)
