@@ -102,6 +102,44 @@ def test_tiny_pipeline_writes_the_listed_chrome_trace_and_policy_gains(tiny_run:
 
 
 @pytest.mark.slow
+def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_run: Path):
+    from sgdsim.config import validation_points
+    from sgdsim.testbed import check_available
+
+    cfg = tiny_config()
+    points = {(p["model"], p["network"], p["policy"], p["workers"]) for p in validation_points(cfg)}
+    con = duckdb.connect(str(tiny_run / "results" / "sgdsim.duckdb"), read_only=True)
+    measured = con.execute(
+        "SELECT model, network, policy, workers, status, reason, steps_per_s FROM measurements"
+    ).fetchall()
+    assert {r[:4] for r in measured} == points and len(measured) == len(points)
+    report = (tiny_run / "results" / "reports" / "accuracy.md").read_text()
+    html = (tiny_run / "results" / "reports" / "accuracy.html").read_text()
+    assert "plotly" in html.lower()
+    why = check_available()
+    if why is not None:  # not root: every point is recorded as skipped, with the reason
+        assert {r[4] for r in measured} == {"skipped"}
+        assert {r[5] for r in measured} == {why}
+        assert "## Skipped" in report and why in report
+        pytest.skip(f"measured validation needs the testbed: {why}")
+    assert {r[4] for r in measured} == {"ok"}
+    assert all(r[6] > 0 for r in measured)
+    rows = con.execute(
+        "SELECT model, network, policy, workers, measured_steps_per_s, predicted_steps_per_s, "
+        "ape_pct FROM validation"
+    ).fetchall()
+    assert {r[:4] for r in rows} == points
+    for *_, meas, pred, ape in rows:
+        assert ape == pytest.approx(100 * abs(pred - meas) / meas)
+    (n, mape) = con.execute("SELECT count(*), avg(ape_pct) FROM validation").fetchone()
+    assert f"All {n} points: MAPE {mape:.1f} %" in report
+    # the testbed places every worker on this node: the prediction shares its cores
+    placed = "SELECT bool_and(workers_per_node = workers) FROM testbed_predictions"
+    assert con.execute(placed).fetchone()[0]
+    con.close()
+
+
+@pytest.mark.slow
 def test_rerun_is_a_no_op_and_dry_run_lists_nothing(tiny_run: Path):
     r = snakemake(tiny_run, "--cores", "2", "--configfile", ".test/config.yaml", "-n")
     assert r.returncode == 0
@@ -139,6 +177,28 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
                 }
             },
             "chrome_traces[0].model: 'X' is not the name",
+        ),
+        (
+            {
+                "validation": {
+                    "networks": [{"name": "n", "bandwidth_bps": 1.0e8}],
+                    "points": [{"model": "ResNet50", "workers": [1]}],
+                }
+            },
+            "validation.points[0].model: 'ResNet50' is not the name of a models entry",
+        ),
+        (
+            {
+                "validation": {
+                    "networks": [{"name": "n", "bandwidth_bps": 1.0e8}],
+                    "points": [{"model": "LeNet5", "workers": [1], "networks": ["m"]}],
+                }
+            },
+            "validation.points[0].networks: 'm' is not the name",
+        ),
+        (
+            {"validation": {"points": [{"model": "LeNet5", "workers": [1]}]}},
+            "validation.networks is empty",
         ),
     ],
 )

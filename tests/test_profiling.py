@@ -66,3 +66,38 @@ def test_traced_steps_are_spread_among_untraced_ones(untraced: int, traced: int)
     gaps = [b - a for a, b in itertools.pairwise(at)]
     assert not gaps or max(gaps) - min(gaps) <= 1  # evenly spaced
     assert "".join("T" if t else "u" for t in step_plan(8, 3)) == "uuTuuTuuTuu"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["tictac", "fifo_random"])
+def test_enforced_pull_order_holds_in_the_real_trace(tmp_path: Path, order: str):
+    import polars as pl
+
+    from sgdsim.profiling.graph import build_training_graph, enforce_pull_order, pull_reads
+    from sgdsim.traces.parse import load_run_metadata, parse_step
+
+    spec = tiny(pull_order=order, traced_steps=2)
+    worker = "/job:worker/task:0/device:CPU:0"
+    cluster = {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}
+    # the order the profiled worker will enforce, from a graph built the same way
+    plain = build_training_graph(tiny(), cluster, worker).graph
+    forward = [op.name for op in pull_reads(plain, worker)]
+    expected = enforce_pull_order(plain, worker, order, seed=spec.seed)
+    assert sorted(expected) == sorted(forward) and len(forward) == 10  # LeNet5: 5 layers x 2
+    if order == "tictac":
+        assert expected == forward and expected[0].startswith("conv1/")
+    else:
+        assert expected != forward
+    run_profile(spec, tmp_path / "p")
+    for k in range(2):
+        md = load_run_metadata(tmp_path / "p" / f"trace_{k}.pb")
+        pulls = (
+            parse_step(md, k)
+            .transfers.filter((pl.col("direction") == "pull") & (pl.col("bytes") > 0))
+            .sort("start_us")
+        )
+        assert pulls["src_op"].to_list() == expected  # one after another, in this order
+        ends = (pulls["start_us"] + pulls["dur_us"]).to_list()
+        starts = pulls["start_us"].to_list()
+        # pull k+1 leaves the PS only after pull k has arrived
+        assert all(starts[i + 1] >= ends[i] for i in range(len(ends) - 1))

@@ -265,3 +265,20 @@ def test_worker_killed_mid_run_ends_the_run_and_leaves_nothing(testbed_ok):
     assert killed
     assert ours() == before
     assert child_processes() == []
+
+
+def test_rate_counts_whole_steps_inside_the_window():
+    from sgdsim.testbed.run import summarize
+
+    # worker 0 steps every 0.3 s, worker 1 every 0.5 s (ends at 0.3, 0.6, ...; 0.5, 1.0, ...);
+    # window from 1 s after the last first step (0.5 + 1 = 1.5 s) to the first last step.
+    w0 = [0.3 * k for k in range(1, 41)]  # ... 12.0 s
+    w1 = [0.5 * k for k in range(1, 25)]  # ... 12.0 s
+    total, per, window, sub = summarize([w0, w1], warmup_s=1.0, sub_windows=3)
+    assert window == pytest.approx(12.0 - 1.5)
+    # exact periods, although 10.5 s is not a whole number of 0.3 s steps
+    assert per == pytest.approx((1 / 0.3, 1 / 0.5))
+    assert total == pytest.approx(1 / 0.3 + 1 / 0.5)
+    assert len(sub) == 3 and all(r > 0 for r in sub)
+    with pytest.raises(MeasurementError, match="no common window"):
+        summarize([[1.0, 2.0], [5.0, 6.0]], warmup_s=0.0)
