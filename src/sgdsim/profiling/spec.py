@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class ProfileSpec:
-    """One single-worker profile: one worker and one parameter server (PS).
+    """One single-worker profile: one worker and ``ps_tasks`` parameter-server (PS) tasks.
 
     Attributes:
         model: zoo name (see :data:`sgdsim.models.MODEL_NAMES`).
@@ -24,6 +24,8 @@ class ProfileSpec:
         traced_steps: steps run with ``FULL_TRACE``; one RunMetadata file each.
         timeout_s: hard limit in seconds on the whole run.
         seed: TensorFlow graph seed.
+        ps_tasks: PS tasks (shards), each its own process; ``replica_device_setter``
+            places the variables on them (round-robin in creation order).
     """
 
     model: str
@@ -40,6 +42,7 @@ class ProfileSpec:
     traced_steps: int = 3
     timeout_s: float = 900.0
     seed: int = 42
+    ps_tasks: int = 1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
