@@ -6,7 +6,9 @@ serialized ``tensorflow.RunMetadata`` messages (taken with ``FULL_TRACE`` and
 profile directory the profile stage writes, then normalizes it. Without
 sgdsim's ``variables.json``, variables are read from the PS partition graphs
 (``VarHandleOp`` nodes with their dtype and shape); a variable counts as
-trainable when an ``Apply*`` op on the PS updates it.
+trainable when an ``Apply*`` op on the PS updates it. Traces of a cluster with
+several PS tasks import as they are: each variable keeps the task it was
+placed on, and the profile's ``ps_tasks`` is the number of PS tasks seen.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from sgdsim.errors import TraceError
 from sgdsim.io import atomic_path
 from sgdsim.traces.normalize import normalize_profile
-from sgdsim.traces.parse import load_run_metadata, role_of
+from sgdsim.traces.parse import load_run_metadata, ps_task_of, role_of
 
 _DTYPE_BYTES = {1: 4, 2: 8, 3: 4, 9: 8, 19: 2, 14: 2, 10: 1, 4: 1, 6: 1}  # tf DataType enum
 
@@ -50,6 +52,14 @@ def variables_from_graph(md: Any) -> list[dict[str, Any]]:
         {**v, "trainable": k in updated, "gradient": None, "update_op": updated.get(k)}
         for k, v in sorted(found.items())
     ]
+
+
+def ps_tasks_of(md: Any) -> int:
+    """Number of PS tasks of a trace: one more than the highest PS task index it names."""
+    devices = [d.device for d in md.step_stats.dev_stats]
+    devices += [nd.device for g in md.partition_graphs for nd in g.node]
+    tasks = [t for t in map(ps_task_of, devices) if t is not None]
+    return max(tasks, default=0) + 1
 
 
 def import_run_metadata(
@@ -106,6 +116,7 @@ def import_run_metadata(
             "batch_size": int(meta.get("batch_size", batch_size)),
             "image_size": int(meta.get("image_size", 0)),
             "classes": int(meta.get("classes", 0)),
+            "ps_tasks": max(ps_tasks_of(md) for md in mds),
         },
         "tf_version": str(meta.get("tf_version", "unknown")),
         "host": str(meta.get("host", "imported")),
