@@ -77,3 +77,11 @@ def lenet_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from sgdsim.profiling import run_profile
 
     return run_profile(small_spec(), tmp_path_factory.mktemp("lenet") / "profile")
+
+
+@pytest.fixture(scope="session")
+def lenet_profile_2ps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real TensorFlow profile of LeNet5 against two PS tasks (shards)."""
+    from sgdsim.profiling import run_profile
+
+    return run_profile(small_spec(ps_tasks=2), tmp_path_factory.mktemp("lenet2ps") / "profile")

@@ -48,6 +48,7 @@ def profile_stage(config: dict[str, Any], hardware: str, model: str, out_dir: st
         traced_steps=p.get("traced_steps", 3),
         timeout_s=p.get("timeout_s", 900),
         seed=config.get("seed", 42),
+        ps_tasks=h.get("ps_tasks", 1),
     )
     run_profile(spec, out_dir)
 
