@@ -6,7 +6,9 @@ serialized ``tensorflow.RunMetadata`` messages (taken with ``FULL_TRACE`` and
 profile directory the profile stage writes, then normalizes it. Without
 sgdsim's ``variables.json``, variables are read from the PS partition graphs
 (``VarHandleOp`` nodes with their dtype and shape); a variable counts as
-trainable when an ``Apply*`` op on the PS updates it. Traces of a cluster with
+trainable when an ``Apply*`` op on the PS updates it. The pipeline's publish
+stage loads every complete import under ``results/imported/tables`` into the
+store (see :func:`sgdsim.store.imported_tables_dirs`). Traces of a cluster with
 several PS tasks import as they are: each variable keeps the task it was
 placed on, and the profile's ``ps_tasks`` is the number of PS tasks seen.
 """
@@ -129,19 +131,18 @@ def import_run_metadata(
     root = Path(out_root)
     prof = root / "profiles" / hardware / model
     tables = root / "tables" / hardware / model
+    # The raw profile is normalized while it still has its temporary name: on
+    # error an earlier import of the same id stays whole, and each output
+    # (tables directory, workload, raw profile) appears only complete.
     with atomic_path(prof) as tmp:
         tmp.mkdir(parents=True)
         for k, p in enumerate(traces):
             shutil.copyfile(p, tmp / f"trace_{k}.pb")
         (tmp / "meta.json").write_text(json.dumps(full_meta, indent=1))
         (tmp / "variables.json").write_text(json.dumps(variables, indent=1))
-    try:
         normalize_profile(
-            prof, tables, root / "workloads" / hardware / f"{model}.json", f"{hardware}/{model}"
+            tmp, tables, root / "workloads" / hardware / f"{model}.json", f"{hardware}/{model}"
         )
-    except Exception:
-        shutil.rmtree(prof, ignore_errors=True)
-        raise
     return tables
 
 

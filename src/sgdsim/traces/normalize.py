@@ -199,9 +199,11 @@ def normalize_profile(
 ) -> None:
     """Parse every ``trace_*.pb`` of ``profile_dir``; write tables and workload.
 
-    Writes ``{out_dir}/{profile,ops,transfers,params}.parquet`` and the
-    calibrated workload JSON at ``workload_path``. Everything is written under
-    temporary names first: on error nothing new is left behind.
+    Writes the directory ``out_dir`` with ``{profile,steps,ops,transfers,params}.parquet``
+    and the calibrated workload JSON at ``workload_path``. Both are written under
+    temporary names and renamed when complete (the directory as a whole, so a
+    reader never sees some tables of one run and some of another): on error
+    nothing new is left behind, and an existing ``out_dir`` is replaced whole.
 
     Raises:
         TraceError: a trace or metadata file is missing, empty, truncated or not
@@ -274,8 +276,6 @@ def normalize_profile(
             }
         ]
     )
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     tables = {
         "profile": profile,
         "steps": steps,
@@ -283,14 +283,10 @@ def normalize_profile(
         "transfers": transfers,
         "params": params,
     }
-    with atomic_path(out / ".staging") as tmp:
+    with atomic_path(workload_path) as wtmp, atomic_path(out_dir) as tmp:
+        workload.save(str(wtmp))
         tmp.mkdir()
         for name, df in tables.items():
             if name != "profile":
                 df = df.select(pl.lit(pid).alias("profile_id"), pl.all())
             df.write_parquet(tmp / f"{name}.parquet")
-        workload.save(str(tmp / "workload.json"))
-        for name in tables:
-            os.replace(tmp / f"{name}.parquet", out / f"{name}.parquet")
-        Path(workload_path).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp / "workload.json", workload_path)
