@@ -150,9 +150,16 @@ def chrome_trace_stage(
 
 
 def publish_stage(
-    db_path: str, tables_dirs: list[str], prediction_files: list[str], config: dict[str, Any]
+    db_path: str,
+    tables_dirs: list[str],
+    prediction_files: list[str],
+    config: dict[str, Any],
+    imported_dirs: list[str] | None = None,
 ) -> None:
-    """Build ``results/sgdsim.duckdb`` (see :func:`sgdsim.store.publish`)."""
+    """Build ``results/sgdsim.duckdb`` (see :func:`sgdsim.store.publish`).
+
+    ``imported_dirs``: tables directories of ``sgdsim import`` to load as well.
+    """
     from sgdsim.store import publish
 
     publish(
@@ -160,6 +167,7 @@ def publish_stage(
         [Path(d) for d in tables_dirs],
         [Path(p) for p in prediction_files],
         config_json=json.dumps(config, sort_keys=True, default=str),
+        imported_dirs=[Path(d) for d in imported_dirs or []],
     )
 
 

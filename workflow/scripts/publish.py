@@ -9,4 +9,5 @@ publish_stage(
     list(snakemake.input.tables),
     list(snakemake.input.predictions),
     snakemake.config,
+    list(snakemake.input.imported),
 )

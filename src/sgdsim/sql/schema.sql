@@ -5,6 +5,7 @@
 
 CREATE TABLE profiles (
     profile_id            VARCHAR PRIMARY KEY, -- '{hardware}/{model}'
+    source                VARCHAR NOT NULL,    -- profile (the configured grid) | imported (sgdsim import)
     model                 VARCHAR NOT NULL,    -- zoo name, e.g. MobileNetV2
     hardware              VARCHAR NOT NULL,    -- hardware entry of the config
     device                VARCHAR NOT NULL,    -- cpu | gpu: where the worker computed
