@@ -124,6 +124,7 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
         ({"models": [{"name": "ResNet5O", "batch_size": 16}]}, "ResNet5O"),
         ({"models": [{"name": "LeNet5", "batch_size": -4}]}, "batch_size"),
         ({"policies": ["fastest"]}, "fastest"),
+        ({"hardware": [{"name": "cpu", "ps_tasks": 0}]}, "ps_tasks"),
         ({"networks": [{"name": "slow", "bandwidth_bps": 0}]}, "bandwidth_bps"),
         ({"models": [{"name": "InceptionV3", "image_size": 32}]}, "image_size 32 is below"),
         (

@@ -131,7 +131,7 @@ def test_two_ps_shards_hold_the_variables_where_tensorflow_placed_them(
     normalize_profile(lenet_profile_2ps, tables, tmp_path / "w.json")
     prof = pl.read_parquet(tables / "profile.parquet").row(0, named=True)
     params = pl.read_parquet(tables / "params.parquet")
-    assert prof["ps_tasks"] == 2
+    assert prof["ps_tasks"] == 2 and prof["profile_id"] == "cpu2ps/LeNet5"
     placed = placed_by_tensorflow(load_run_metadata(lenet_profile_2ps / "trace_0.pb"))
     assert dict(params.select("variable", "ps_task").iter_rows()) == {
         v: t for v, (t, _) in placed.items()
