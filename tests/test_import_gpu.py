@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import polars as pl
 import pytest
 
-from sgdsim.errors import TraceError
-from sgdsim.traces import parse_step
+from sgdsim.errors import StoreError, TraceError
+from sgdsim.store import imported_tables_dirs, publish
+from sgdsim.traces import normalize_profile, parse_step
 from sgdsim.traces.importer import import_run_metadata
 
 PS = "/job:ps/replica:0/task:0/device:CPU:0"
@@ -130,3 +134,88 @@ def test_gpu_worker_op_times_come_from_stream_all():
     )
     push = st.transfers.filter(pl.col("direction") == "push").row(0, named=True)
     assert push["src_op"] == "grad" and push["recv_node"] == "grad_S9"
+
+
+def import_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``sgdsim import`` as a user would, in ``cwd`` (default --out results/imported)."""
+    return subprocess.run(
+        [sys.executable, "-m", "sgdsim.cli", "import", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_imported_profile_is_published_and_half_written_imports_are_not(
+    lenet_profile: Path, tmp_path: Path
+):
+    meta = json.loads((lenet_profile / "meta.json").read_text())
+    (tmp_path / "m.json").write_text(json.dumps({"untraced_step_s": meta["untraced_step_s"]}))
+    traces = [str(lenet_profile / "trace_0.pb"), str(lenet_profile / "trace_1.pb")]
+    r = import_cli(
+        tmp_path, *traces, "--model", "MyLeNet", "--hardware", "cluster", "--meta", "m.json"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "loads it into results/sgdsim.duckdb" in r.stdout
+    imported = tmp_path / "results" / "imported" / "tables" / "cluster" / "MyLeNet"
+    configured = tmp_path / "results" / "tables" / "cpu" / "LeNet5"
+    normalize_profile(lenet_profile, configured, tmp_path / "results" / "workloads" / "w.json")
+    # an import that crashed or is still being written (temporary name), and an
+    # incomplete directory, are never loaded
+    for name in (".Half.tmp-999", "Partial"):
+        (imported.parent / name).mkdir()
+        shutil.copy(imported / "profile.parquet", imported.parent / name)
+    dirs = imported_tables_dirs(tmp_path / "results" / "imported")
+    assert dirs == [imported]
+
+    db = tmp_path / "results" / "sgdsim.duckdb"
+    publish(db, [configured], [], imported_dirs=dirs)
+    con = duckdb.connect(str(db), read_only=True)
+    assert dict(con.execute("SELECT profile_id, source FROM profiles").fetchall()) == {
+        "cpu/LeNet5": "profile",
+        "cluster/MyLeNet": "imported",
+    }
+    got = con.execute(
+        "SELECT count(*), sum(bytes), count(DISTINCT ps_task) FROM params "
+        "WHERE profile_id = 'cluster/MyLeNet' AND trainable"
+    ).fetchone()
+    assert got == (10, 4 * meta["param_count"], 1)
+    assert (
+        con.execute(
+            "SELECT count(*) FROM transfers WHERE profile_id = 'cluster/MyLeNet'"
+        ).fetchone()[0]
+        == con.execute("SELECT count(*) FROM transfers WHERE profile_id = 'cpu/LeNet5'").fetchone()[
+            0
+        ]
+    )
+    con.close()
+
+    # an import under a configured profile's id is refused, naming both; the store stays
+    clash = import_run_metadata(traces, "LeNet5", "cpu", tmp_path / "results" / "imported")
+    with pytest.raises(StoreError, match=r"'cpu/LeNet5' is also in .*re-import"):
+        publish(db, [configured], [], imported_dirs=imported_tables_dirs(clash.parents[2]))
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM profiles").fetchone()[0] == 2
+    con.close()
+
+
+def test_a_failed_reimport_leaves_the_earlier_import_whole(
+    lenet_profile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    root = tmp_path / "imp"
+    tables = import_run_metadata([lenet_profile / "trace_0.pb"], "M", "H", root)
+    before = {f.name: f.read_bytes() for f in tables.iterdir()}
+    write = pl.DataFrame.write_parquet
+
+    def crash_on_ops(df: pl.DataFrame, file: Any, *a: Any, **kw: Any) -> None:
+        if Path(file).name == "ops.parquet":
+            raise OSError("disk full")
+        write(df, file, *a, **kw)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", crash_on_ops)
+    with pytest.raises(OSError, match="disk full"):
+        import_run_metadata([lenet_profile / "trace_1.pb"], "M", "H", root)
+    assert imported_tables_dirs(root) == [tables]
+    assert {f.name: f.read_bytes() for f in tables.iterdir()} == before
+    assert [p.name for p in root.rglob(".*")] == []  # no temporary left behind

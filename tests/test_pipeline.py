@@ -162,6 +162,7 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
         ({"models": [{"name": "ResNet5O", "batch_size": 16}]}, "ResNet5O"),
         ({"models": [{"name": "LeNet5", "batch_size": -4}]}, "batch_size"),
         ({"policies": ["fastest"]}, "fastest"),
+        ({"hardware": [{"name": "cpu", "ps_tasks": 0}]}, "ps_tasks"),
         ({"networks": [{"name": "slow", "bandwidth_bps": 0}]}, "bandwidth_bps"),
         ({"models": [{"name": "InceptionV3", "image_size": 32}]}, "image_size 32 is below"),
         (
@@ -240,6 +241,52 @@ def test_truncated_trace_stops_normalize_and_leaves_no_partial_output(
     assert not (wd / "results" / "workloads" / "cpu" / "LeNet5.json").exists()
     assert not (wd / "results" / "tables" / "cpu" / "LeNet5").exists()
     assert not (wd / "results" / "sgdsim.duckdb").exists()
+
+
+@pytest.mark.slow
+def test_imported_trace_reaches_the_store_on_the_next_run(tiny_run: Path, tmp_path: Path):
+    wd = tmp_path / "wd"
+    shutil.copytree(tiny_run, wd)
+    prof = wd / "results" / "profiles" / "cpu" / "LeNet5"
+    traces = [str(p) for p in sorted(prof.glob("trace_*.pb"))]
+    imp = ["--model", "MyLeNet", "--hardware", "cluster", "--meta", str(prof / "meta.json")]
+    r = subprocess.run(
+        [sys.executable, "-m", "sgdsim.cli", "import", *traces, *imp],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    args = ("--cores", "2", "--configfile", ".test/config.yaml")
+    dry = snakemake(wd, *args, "-n")
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-3000:]
+    # only the store and what reads it are rebuilt
+    assert "rule publish:" in out and "rule report:" in out
+    assert not any(f"rule {x}:" in out for x in ("profile", "normalize", "simulate"))
+    r = snakemake(wd, *args)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    sql = (
+        "SELECT p.source, count(*) AS variables, sum(bytes) AS bytes FROM params "
+        "JOIN profiles p USING (profile_id) "
+        "WHERE profile_id = 'cluster/MyLeNet' AND trainable GROUP BY p.source"
+    )
+    q = subprocess.run(
+        [sys.executable, "-m", "sgdsim.cli", "query", "--db", "results/sgdsim.duckdb", sql],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert q.returncode == 0, q.stderr
+    param_bytes = 4 * json.loads((prof / "meta.json").read_text())["param_count"]
+    assert "imported" in q.stdout and str(param_bytes) in q.stdout
+    assert "Nothing to be done" in snakemake(wd, *args, "-n").stdout
+    # removing the import rebuilds the store without it
+    shutil.rmtree(wd / "results" / "imported" / "tables" / "cluster" / "MyLeNet")
+    dry = snakemake(wd, *args, "-n")
+    assert "rule publish:" in dry.stdout + dry.stderr
 
 
 @pytest.mark.slow

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
+from test_zoo import one_pull_and_one_push_per_variable
 
 from sgdsim.errors import TraceError
+from sgdsim.simulation import Workload
 from sgdsim.traces import load_run_metadata, normalize_profile, parse_step
 
 
@@ -47,6 +53,7 @@ def test_normalize_writes_tables_and_a_calibrated_workload(lenet_profile: Path, 
     params = pl.read_parquet(tmp_path / "tables" / "params.parquet")
     trainable = params.filter("trainable")
     assert trainable["bytes"].sum() == prof["param_bytes"] == 4 * prof["param_count"]
+    assert prof["ps_tasks"] == 1 and (params["ps_task"] == 0).all()
     # forward first-use follows the layer order of the sequential LeNet5
     order = ["conv1/kernel", "conv2/kernel", "fc1/kernel", "fc2/kernel", "logits/kernel"]
     firsts = dict(params.select("variable", "first_consumer_op").iter_rows())
@@ -98,3 +105,70 @@ def test_bad_trace_fails_with_file_name_and_leaves_nothing(
 def test_missing_metadata_names_the_file(tmp_path: Path):
     with pytest.raises(TraceError, match=r"meta\.json.*profile stage"):
         normalize_profile(tmp_path, tmp_path / "t", tmp_path / "w.json")
+
+
+def placed_by_tensorflow(md: Any) -> dict[str, tuple[int, int]]:
+    """Variable -> (PS task, bytes) as TensorFlow placed it: the VarHandleOp nodes of the
+    partition graphs the PS tasks ran (not sgdsim's variables.json)."""
+    import tensorflow as tf
+
+    placed = {}
+    for g in md.partition_graphs:
+        for nd in g.node:
+            if nd.op == "VarHandleOp":
+                task = re.fullmatch(r"/job:ps/replica:0/task:(\d+)/device:CPU:0", nd.device)
+                assert task, nd.device
+                n = math.prod(d.size for d in nd.attr["shape"].shape.dim)
+                size = tf.dtypes.as_dtype(nd.attr["dtype"].type).size
+                placed[nd.name] = (int(task.group(1)), n * size)
+    return placed
+
+
+def test_two_ps_shards_hold_the_variables_where_tensorflow_placed_them(
+    lenet_profile_2ps: Path, tmp_path: Path
+):
+    tables = tmp_path / "tables"
+    normalize_profile(lenet_profile_2ps, tables, tmp_path / "w.json")
+    prof = pl.read_parquet(tables / "profile.parquet").row(0, named=True)
+    params = pl.read_parquet(tables / "params.parquet")
+    assert prof["ps_tasks"] == 2 and prof["profile_id"] == "cpu2ps/LeNet5"
+    placed = placed_by_tensorflow(load_run_metadata(lenet_profile_2ps / "trace_0.pb"))
+    assert dict(params.select("variable", "ps_task").iter_rows()) == {
+        v: t for v, (t, _) in placed.items()
+    }
+    for k in range(1, prof["traced_steps"]):
+        assert (
+            placed_by_tensorflow(load_run_metadata(lenet_profile_2ps / f"trace_{k}.pb")) == placed
+        )
+    by_shard = {t: 0 for t, _ in placed.values()}
+    for t, b in placed.values():
+        by_shard[t] += b
+    table = dict(params.group_by("ps_task").agg(pl.col("bytes").sum()).iter_rows())
+    assert table == by_shard
+    trainable = dict(
+        params.filter("trainable").group_by("ps_task").agg(pl.col("bytes").sum()).iter_rows()
+    )
+    assert set(trainable) == {0, 1} and min(trainable.values()) > 0  # both shards carry params
+    assert sum(trainable.values()) == prof["param_bytes"] == 4 * prof["param_count"]
+    one_pull_and_one_push_per_variable(tables)
+
+    # every transfer comes from / goes to the shard of its variable
+    tr = pl.read_parquet(tables / "transfers.parquet")
+    assert tr["ps_task"].null_count() == 0
+    grads = params.filter("trainable").select("gradient_tensor", "ps_task")
+    pushed = tr.join(grads, left_on="tensor", right_on="gradient_tensor", suffix="_var")
+    assert pushed.height == prof["traced_steps"] * params.filter("trainable").height
+    assert (pushed["ps_task"] == pushed["ps_task_var"]).all()
+    for step in range(prof["traced_steps"]):
+        pulls = tr.filter((pl.col("step") == step) & (pl.col("direction") == "pull"))
+        assert dict(pulls.group_by("ps_task").agg(pl.col("bytes").sum()).iter_rows()) == trainable
+
+    # the workload's shard arrays agree with the tables
+    w = Workload.load(str(tmp_path / "w.json"))
+    assert w.ps_tasks == 2
+    step0 = tr.filter(pl.col("step") == 0)
+    for j in (0, 1):
+        assert w.pull_bytes[w.pulls_shard == j].sum() == trainable[j]
+        pushes_j = step0.filter((pl.col("direction") == "push") & (pl.col("ps_task") == j))
+        assert sorted(w.push_bytes[w.pushes_shard == j]) == sorted(pushes_j["bytes"].to_list())
+    assert np.isin(w.pulls_shard, [0, 1]).all() and np.isin(w.pushes_shard, [0, 1]).all()

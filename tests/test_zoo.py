@@ -10,6 +10,7 @@ from conftest import small_spec
 
 from sgdsim.models import MIN_IMAGE_SIZE, MODEL_NAMES
 from sgdsim.profiling import run_profile
+from sgdsim.simulation import Workload
 from sgdsim.traces import normalize_profile
 
 
@@ -84,3 +85,29 @@ def test_optimizer_slots_live_on_the_ps(optimizer: str, apply_op: str, tmp_path:
     per_var = {"momentum": 1, "adam": 2}[optimizer]
     assert slots.filter(pl.col("bytes") > 8)["bytes"].sum() == per_var * trainable["bytes"].sum()
     one_pull_and_one_push_per_variable(tables)
+
+
+@pytest.mark.slow
+def test_batchnorm_model_on_two_ps_shards(tmp_path: Path):
+    """MobileNetV2 on two PS tasks: fused BatchNorm's gamma and beta may sit on different
+    shards; each variable still moves once per step, to and from its own shard."""
+    tables = profile_and_normalize(tmp_path, "MobileNetV2", ps_tasks=2)
+    one_pull_and_one_push_per_variable(tables)
+    params = pl.read_parquet(tables / "params.parquet").filter(pl.col("variable") != "global_step")
+    per_shard = dict(params.group_by("ps_task").agg(pl.col("bytes").sum()).iter_rows())
+    assert set(per_shard) == {0, 1} and min(per_shard.values()) > 0
+    tr = pl.read_parquet(tables / "transfers.parquet")
+    for direction in ("pull", "push"):
+        got = (
+            tr.filter(pl.col("direction") == direction)
+            .group_by("step", "ps_task")
+            .agg(pl.col("bytes").sum())
+        )
+        # every variable but the global step is pulled (BN statistics too) and updated
+        assert {(s, t): b for s, t, b in got.iter_rows()} == {
+            (s, t): per_shard[t] for s in range(tr["step"].max() + 1) for t in (0, 1)
+        }
+    w = Workload.load(str(tables.parent / "w.json"))
+    assert w.ps_tasks == 2
+    assert [w.pull_bytes[w.pulls_shard == j].sum() for j in (0, 1)] == [per_shard[0], per_shard[1]]
+    assert [w.push_bytes[w.pushes_shard == j].sum() for j in (0, 1)] == [per_shard[0], per_shard[1]]

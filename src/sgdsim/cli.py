@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -173,7 +174,10 @@ def import_(
     """Import RunMetadata protobufs taken elsewhere into sgdsim's tables.
 
     Each TRACE is a serialized tensorflow.RunMetadata of one step, taken with
-    FULL_TRACE and output_partition_graphs=True on a worker/PS cluster.
+    FULL_TRACE and output_partition_graphs=True on a worker/PS cluster. The
+    import is written under temporary names and renamed when complete; the
+    pipeline's next run (snakemake, in the directory holding results/) loads
+    every import under results/imported into results/sgdsim.duckdb.
     """
     import polars as pl
 
@@ -190,6 +194,15 @@ def import_(
         f"untraced step {p['untraced_step_s']:.4f} s, simulated N=1 replay "
         f"{p['replay_step_s']:.4f} s; tables in {tables}"
     )
+    if Path(out_root).resolve() == Path("results/imported").resolve():
+        click.echo(
+            "the next pipeline run (snakemake --cores N, or make run) loads it into "
+            "results/sgdsim.duckdb (table profiles, source = 'imported')"
+        )
+    else:
+        click.echo(
+            f"not in the store: publish loads imports from results/imported only, not {out_root}"
+        )
 
 
 @main.command()

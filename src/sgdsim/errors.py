@@ -17,3 +17,7 @@ class ProfileError(SgdsimError):
 
 class TraceError(SgdsimError):
     """A trace file is missing, truncated, empty or not a TensorFlow RunMetadata."""
+
+
+class StoreError(SgdsimError):
+    """The store cannot be built from its inputs (names the file and the fix)."""

@@ -51,6 +51,7 @@ def profile_spec(config: dict[str, Any], hardware: str, model: str, **overrides:
         traced_steps=p.get("traced_steps", 3),
         timeout_s=p.get("timeout_s", 900),
         seed=config.get("seed", 42),
+        ps_tasks=h.get("ps_tasks", 1),
     )
     return dataclasses.replace(spec, **overrides)
 
@@ -298,8 +299,12 @@ def publish_stage(
     config: dict[str, Any],
     measurement_files: Sequence[str] = (),
     testbed_prediction_files: Sequence[str] = (),
+    imported_dirs: list[str] | None = None,
 ) -> None:
-    """Build ``results/sgdsim.duckdb`` (see :func:`sgdsim.store.publish`)."""
+    """Build ``results/sgdsim.duckdb`` (see :func:`sgdsim.store.publish`).
+
+    ``imported_dirs``: tables directories of ``sgdsim import`` to load as well.
+    """
     from sgdsim.store import publish
 
     publish(
@@ -309,6 +314,7 @@ def publish_stage(
         config_json=json.dumps(config, sort_keys=True, default=str),
         measurement_files=[Path(p) for p in measurement_files],
         testbed_prediction_files=[Path(p) for p in testbed_prediction_files],
+        imported_dirs=[Path(d) for d in imported_dirs or []],
     )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import duckdb
 
+from sgdsim.errors import StoreError
 from sgdsim.io import atomic_path
 
 #: Parquet file of each profile table inside a normalized tables directory.
@@ -27,6 +28,66 @@ def sql_text(name: str) -> str:
     return resources.files("sgdsim.sql").joinpath(name).read_text()
 
 
+def imported_tables_dirs(out_root: str | os.PathLike[str] = "results/imported") -> list[Path]:
+    """Complete imported tables directories ``{out_root}/tables/{hardware}/{model}``, sorted.
+
+    A directory counts when it holds every table :func:`sgdsim.traces.normalize_profile`
+    writes. Temporary names (a leading dot: an import still being written, or
+    one that crashed) and incomplete directories are left out, so a store never
+    loads half an import.
+    """
+    base = Path(out_root) / "tables"
+    if not base.is_dir():
+        return []
+    return [
+        d
+        for d in sorted(base.glob("*/*"))
+        if d.is_dir()
+        and not d.name.startswith(".")
+        and not d.parent.name.startswith(".")
+        and all((d / f"{t}.parquet").is_file() for t in PROFILE_TABLES.values())
+    ]
+
+
+def _load_profiles(con: duckdb.DuckDBPyConnection, sources: Sequence[tuple[Path, str]]) -> None:
+    """Insert the tables of each ``(directory, source)``; profile ids must be unique.
+
+    One directory at a time, by column name: tables written before a column
+    was added get its default (e.g. ``ps_tasks`` 1) or NULL.
+
+    Raises:
+        StoreError: two directories hold the same profile id (names both).
+    """
+    seen: dict[str, Path] = {}
+    for d, source in sources:
+        ids = con.execute(
+            "SELECT profile_id FROM read_parquet(?)", [str(d / "profile.parquet")]
+        ).fetchall()
+        for (pid,) in ids:
+            if pid in seen:
+                fix = (
+                    "re-import the trace under another --hardware or --model "
+                    "(sgdsim import), or delete this import's tables directory"
+                    if source == "imported"
+                    else "give the hardware or model entry another name"
+                )
+                raise StoreError(
+                    f"{d}: profile {pid!r} is also in {seen[pid]}; profile ids must be "
+                    f"unique in the store: {fix}"
+                )
+            seen[pid] = d
+    for d, source in sources:
+        for table, stem in PROFILE_TABLES.items():
+            file = str(d / f"{stem}.parquet")
+            if table == "profiles":
+                con.execute(
+                    "INSERT INTO profiles BY NAME SELECT *, ? AS source FROM read_parquet(?)",
+                    [source, file],
+                )
+            else:
+                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [file])
+
+
 def publish(
     db_path: str | os.PathLike[str],
     tables_dirs: Sequence[Path],
@@ -34,6 +95,7 @@ def publish(
     config_json: str = "{}",
     measurement_files: Sequence[Path] = (),
     testbed_prediction_files: Sequence[Path] = (),
+    imported_dirs: Sequence[Path] = (),
 ) -> None:
     """Write a fresh DuckDB file at ``db_path`` from the Parquet shards.
 
@@ -42,11 +104,18 @@ def publish(
 
     Args:
         db_path: output DuckDB file.
-        tables_dirs: normalized profile directories (``profile.parquet``, ``ops.parquet``, …).
+        tables_dirs: normalized profile directories of the configured grid
+            (``profile.parquet``, ``ops.parquet``, …); ``profiles.source`` = ``'profile'``.
         prediction_files: one-row Parquet files, one per grid point.
         measurement_files: one-row Parquet files, one per measured validation run.
         testbed_prediction_files: one-row Parquet files, the predictions of those runs.
         config_json: the validated config, stored in table ``runs``.
+        imported_dirs: tables directories written by ``sgdsim import``
+            (see :func:`imported_tables_dirs`);
+            ``profiles.source`` = ``'imported'``.
+
+    Raises:
+        StoreError: a profile id occurs twice (the old store is left as it was).
     """
     from sgdsim import __version__
 
@@ -54,12 +123,11 @@ def publish(
         con = duckdb.connect(str(tmp))
         try:
             con.execute(sql_text("schema.sql"))
-            for table, stem in PROFILE_TABLES.items():
-                files = [str(d / f"{stem}.parquet") for d in tables_dirs]
-                if files:
-                    con.execute(
-                        f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [files]
-                    )
+            _load_profiles(
+                con,
+                [(Path(d), "profile") for d in tables_dirs]
+                + [(Path(d), "imported") for d in imported_dirs],
+            )
             for table, shards in (
                 ("predictions", prediction_files),
                 ("measurements", measurement_files),

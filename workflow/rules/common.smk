@@ -1,4 +1,5 @@
 from sgdsim.config import check_config
+from sgdsim.store import imported_tables_dirs
 
 check_config(config)
 
@@ -20,6 +21,15 @@ NETWORKS = [n["name"] for n in config["networks"]]
 def profile_tables():
     """Normalized table directories of every (hardware, model) profile."""
     return expand("results/tables/{hardware}/{model}", hardware=HARDWARE, model=MODELS)
+
+
+def imported_tables():
+    """Complete tables directories written by `sgdsim import` (default --out results/imported).
+
+    Found when Snakemake builds the DAG: a new, re-imported or deleted import
+    changes publish's inputs, so publish runs again.
+    """
+    return [str(d) for d in imported_tables_dirs("results/imported")]
 
 
 def prediction_files():
@@ -69,15 +79,19 @@ from sgdsim.config import validation_points
 VALIDATION = validation_points(config)
 
 
-def measurement_files():
-    """One Parquet file per measured testbed run of the validation subset."""
+def _validation_files(kind):
     return [
-        f"results/validation/measurements/{p['hardware']}/{p['model']}/{p['network']}/"
+        f"results/validation/{kind}/{p['hardware']}/{p['model']}/{p['network']}/"
         f"{p['policy']}/w{p['workers']}.parquet"
         for p in VALIDATION
     ]
 
 
+def measurement_files():
+    """One Parquet file per measured testbed run of the validation subset."""
+    return _validation_files("measurements")
+
+
 def validation_prediction_files():
     """One Parquet file per prediction of a measured point (testbed placement)."""
-    return [f.replace("/measurements/", "/predictions/") for f in measurement_files()]
+    return _validation_files("predictions")

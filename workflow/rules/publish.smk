@@ -1,10 +1,11 @@
 rule publish:
-    """The only writer of the DuckDB store: tables over the Parquet shards, plus views."""
+    """The only writer of the DuckDB store: tables over the Parquet shards (configured and imported profiles), plus views."""
     input:
         tables=profile_tables(),
         predictions=prediction_files(),
         measurements=measurement_files(),
         testbed_predictions=validation_prediction_files(),
+        imported=imported_tables(),
     output:
         db="results/sgdsim.duckdb",
     log:

@@ -11,4 +11,5 @@ publish_stage(
     snakemake.config,
     measurement_files=list(snakemake.input.measurements),
     testbed_prediction_files=list(snakemake.input.testbed_predictions),
+    imported_dirs=list(snakemake.input.imported),
 )

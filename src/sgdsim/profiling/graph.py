@@ -34,8 +34,10 @@ def build_training_graph(
 ) -> TrainingGraph:
     """Build ``spec``'s training step in ``tf.compat.v1`` graph mode.
 
-    Variables go to the PS tasks of ``cluster`` by ``replica_device_setter``,
-    compute to ``worker_device``; the input is a synthetic batch of shape
+    Variables go to the PS tasks of ``cluster`` by ``replica_device_setter``
+    (with k PS tasks: round-robin in creation order, TensorFlow's default
+    strategy; optimizer slots are colocated with their variable), compute to
+    ``worker_device``; the input is a synthetic batch of shape
     ``(batch, size, size, 3)`` with random labels; BatchNorm runs in static
     training mode (no ``tf.cond``).
 

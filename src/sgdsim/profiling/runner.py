@@ -20,13 +20,14 @@ PROFILE_FILES = ("meta.json", "variables.json")
 
 
 def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
-    """Profile one worker against one PS and write the raw profile to ``out_dir``.
+    """Profile one worker against ``spec.ps_tasks`` PS tasks; write the raw profile to ``out_dir``.
 
-    Starts two ``tf.distribute.Server`` processes (``ps:0`` and ``worker:0``) on
-    free loopback ports; the worker process builds the graph and runs the steps
-    (see :mod:`sgdsim.profiling.worker`). Both processes are stopped on success,
-    error, timeout or Ctrl-C, and die with this process. The output directory is
-    written under a temporary name and renamed only when complete.
+    Starts ``tf.distribute.Server`` processes ``ps:0`` … ``ps:{k-1}`` and
+    ``worker:0`` on free loopback ports; the worker process builds the graph
+    (variables placed on the PS tasks by ``replica_device_setter``) and runs the
+    steps (see :mod:`sgdsim.profiling.worker`). All processes are stopped on
+    success, error, timeout or Ctrl-C, and die with this process. The output
+    directory is written under a temporary name and renamed only when complete.
 
     Returns:
         ``out_dir`` as a Path, holding ``meta.json``, ``variables.json`` and
@@ -35,16 +36,30 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
     Raises:
         ProfileError: a process failed or the run exceeded ``spec.timeout_s``.
     """
-    ps_port, worker_port = free_ports(2)
-    cluster = {"ps": [f"127.0.0.1:{ps_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+    if spec.ps_tasks < 1:
+        raise ProfileError(f"profile {spec.hardware}/{spec.model}: ps_tasks must be >= 1")
+    *ps_ports, worker_port = free_ports(spec.ps_tasks + 1)
+    cluster = {
+        "ps": [f"127.0.0.1:{p}" for p in ps_ports],
+        "worker": [f"127.0.0.1:{worker_port}"],
+    }
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     env.setdefault("CUDA_VISIBLE_DEVICES", "" if spec.device == "cpu" else "0")
     with atomic_path(out_dir) as tmp:
         tmp.mkdir(parents=True)
-        ps = spawn(
-            ps_argv(cluster, spec.intra_op_threads, spec.inter_op_threads, spec.timeout_s + 30),
-            env,
-        )
+        ps_procs = [
+            spawn(
+                ps_argv(
+                    cluster,
+                    spec.intra_op_threads,
+                    spec.inter_op_threads,
+                    spec.timeout_s + 30,
+                    task,
+                ),
+                env,
+            )
+            for task in range(spec.ps_tasks)
+        ]
         worker = spawn(
             [
                 sys.executable,
@@ -67,11 +82,13 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
                     break
                 except subprocess.TimeoutExpired:
                     pass
-                if ps.poll() is not None:
-                    raise ProfileError(
-                        f"profile {spec.hardware}/{spec.model}: the PS process exited with "
-                        f"code {ps.returncode} before the worker finished (see the log above)"
-                    )
+                for task, ps in enumerate(ps_procs):
+                    if ps.poll() is not None:
+                        raise ProfileError(
+                            f"profile {spec.hardware}/{spec.model}: the PS process (task "
+                            f"{task}) exited with code {ps.returncode} before the worker "
+                            "finished (see the log above)"
+                        )
                 if time.monotonic() > deadline:
                     raise ProfileError(
                         f"profile {spec.hardware}/{spec.model} exceeded profile.timeout_s = "
@@ -84,7 +101,8 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
                 )
         finally:
             stop(worker)
-            stop(ps)
+            for ps in ps_procs:
+                stop(ps)
         missing = [f for f in PROFILE_FILES if not (tmp / f).exists()]
         missing += [
             f"trace_{k}.pb"

@@ -13,8 +13,10 @@ import sys
 import threading
 
 
-def ps_argv(cluster: dict[str, list[str]], intra: int, inter: int, lifetime_s: float) -> list[str]:
-    """Command line of PS task 0 of ``cluster`` (threads, and seconds before it exits)."""
+def ps_argv(
+    cluster: dict[str, list[str]], intra: int, inter: int, lifetime_s: float, task: int = 0
+) -> list[str]:
+    """Command line of PS task ``task`` of ``cluster`` (threads, and seconds before it exits)."""
     return [
         sys.executable,
         "-m",
@@ -24,7 +26,7 @@ def ps_argv(cluster: dict[str, list[str]], intra: int, inter: int, lifetime_s: f
         "--job",
         "ps",
         "--task",
-        "0",
+        str(task),
         "--intra",
         str(intra),
         "--inter",

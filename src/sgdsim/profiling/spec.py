@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class ProfileSpec:
-    """One single-worker profile: one worker and one parameter server (PS).
+    """One single-worker profile: one worker and ``ps_tasks`` parameter-server (PS) tasks.
 
     Attributes:
         model: zoo name (see :data:`sgdsim.models.MODEL_NAMES`).
@@ -28,6 +28,8 @@ class ProfileSpec:
             ``tf_default`` (TensorFlow's own: every pull at once) or, enforced one
             at a time with control dependencies (:func:`sgdsim.profiling.graph.enforce_pull_order`),
             ``tictac`` (forward first-use order) or ``fifo_random`` (a seeded random order).
+        ps_tasks: PS tasks (shards), each its own process; ``replica_device_setter``
+            places the variables on them (round-robin in creation order).
     """
 
     model: str
@@ -45,6 +47,7 @@ class ProfileSpec:
     timeout_s: float = 900.0
     seed: int = 42
     pull_order: str = "tf_default"
+    ps_tasks: int = 1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

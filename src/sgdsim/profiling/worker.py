@@ -6,8 +6,9 @@ on a synthetic batch, and writes into ``--out``:
 
 - ``trace_{k}.pb``: the raw ``RunMetadata`` of traced step k (step stats with
   ``FULL_TRACE`` and the partition graphs, which name every send/recv pair),
-- ``variables.json``: each variable's name, bytes, PS device, gradient tensor and
-  update op,
+- ``variables.json``: each variable's name, bytes, PS device (``var.device``, as
+  ``replica_device_setter`` placed it on one of the PS tasks), gradient tensor
+  and update op,
 - ``meta.json``: TF version, host, device, batch, image size, parameter count,
   untraced and traced step wall times in seconds.
 """
@@ -116,6 +117,10 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
         f"on {spec.device}: "
         f"{param_count:,} parameters in {len(variables)} variables"
     )
+    placed: dict[str, int] = {}
+    for v in variables:
+        placed[v["device"]] = placed.get(v["device"], 0) + v["bytes"]
+    log("variable bytes per device: " + ", ".join(f"{d} {n:,}" for d, n in sorted(placed.items())))
     with tf.compat.v1.Session(server.target, graph=graph, config=cfg) as sess:
         sess.run(init)
         log(f"warm-up: {spec.warmup_steps} steps")

@@ -5,12 +5,14 @@
 
 CREATE TABLE profiles (
     profile_id            VARCHAR PRIMARY KEY, -- '{hardware}/{model}'
+    source                VARCHAR NOT NULL,    -- profile (the configured grid) | imported (sgdsim import)
     model                 VARCHAR NOT NULL,    -- zoo name, e.g. MobileNetV2
     hardware              VARCHAR NOT NULL,    -- hardware entry of the config
     device                VARCHAR NOT NULL,    -- cpu | gpu: where the worker computed
     batch_size            INTEGER NOT NULL,    -- samples per step
     image_size            INTEGER NOT NULL,    -- input height = width, pixels
     classes               INTEGER NOT NULL,    -- output classes
+    ps_tasks              INTEGER NOT NULL DEFAULT 1, -- PS tasks (shards) of the profiled cluster
     tf_version            VARCHAR NOT NULL,    -- TensorFlow that took the profile
     host                  VARCHAR NOT NULL,    -- node name of the profiling host
     param_count           BIGINT NOT NULL,     -- trainable parameters
@@ -20,7 +22,7 @@ CREATE TABLE profiles (
     untraced_step_iqr_s   DOUBLE NOT NULL,     -- interquartile range of untraced step times
     traced_step_s         DOUBLE NOT NULL,     -- median wall time of a traced step
     tracing_factor        DOUBLE NOT NULL,     -- median untraced / mean traced: scales traced durations
-    profile_bandwidth_Bps DOUBLE NOT NULL,     -- bandwidth fitted to the profile's pulls
+    profile_bandwidth_Bps DOUBLE NOT NULL,     -- bandwidth fitted to the profile's pulls (all shards: the worker's link)
     profile_latency_s     DOUBLE NOT NULL,     -- intercept of that fit (software delay)
     profile_fit_rms_s     DOUBLE NOT NULL,     -- RMS residual of that fit
     replay_step_s         DOUBLE NOT NULL,     -- simulated N=1 step on the profile's network
@@ -66,14 +68,16 @@ CREATE TABLE transfers (
     recv_node  VARCHAR,            -- _Recv node on the receiver
     bytes      BIGINT NOT NULL,    -- tensor size, bytes
     start_us   BIGINT NOT NULL,
-    dur_us     BIGINT NOT NULL
+    dur_us     BIGINT NOT NULL,
+    ps_task    INTEGER            -- PS task (shard) at the PS end: source of a pull, destination of a push
 );
 
 CREATE TABLE params (
     profile_id        VARCHAR NOT NULL,
     variable          VARCHAR NOT NULL, -- variable name
     bytes             BIGINT NOT NULL,  -- variable size, bytes
-    shard             VARCHAR NOT NULL, -- PS device holding it
+    shard             VARCHAR NOT NULL, -- device TensorFlow placed it on, e.g. /job:ps/task:1
+    ps_task           INTEGER,          -- its PS task (shard) index; NULL if not on a PS
     trainable         BOOLEAN NOT NULL,
     first_consumer_op VARCHAR,          -- first worker op (forward) reading it
     gradient_op       VARCHAR,          -- worker op producing its gradient

@@ -24,6 +24,9 @@ Steps (all times from medians over the K traced steps):
 6. Network seen in the profile: see :func:`profile_network`. Its latency
    (software time before the first pull lands) is moved into the pull start
    offset, so the loopback replay uses the fitted bandwidth with zero latency.
+7. PS shards: each pull and push carries the PS task (shard) at its PS end,
+   from the transfer's device (``transfers.ps_task``), into
+   ``Workload.pull_shard`` / ``push_shard``.
 """
 
 from __future__ import annotations
@@ -65,6 +68,12 @@ def profile_network(transfers: pl.DataFrame) -> tuple[Network, float]:
     bytes of all pulls completed by then. A least-squares line of ``t_i − t_0``
     on ``B_i`` per traced step gives ``α`` (intercept) and ``1/C`` (slope);
     medians over steps are returned.
+
+    With several PS shards the pulls of all shards are fitted together: they
+    come from different PS hosts but all land on the one worker, whose link
+    they share (the common bottleneck of a single worker); this holds for any
+    work-conserving sharing, whatever order the shards' connections deliver in.
+    A fit per shard would mistake the other shards' traffic for a slower link.
 
     Returns:
         ``(network, rms_residual_s)``: the fitted network (named ``profile``)
@@ -135,6 +144,7 @@ def build_workload(
     traced_s: list[float],
     batch_size: int,
     meta: dict[str, Any] | None = None,
+    ps_tasks: int | None = None,
 ) -> Workload:
     """Build the calibrated single-worker :class:`Workload` from a profile's tables.
 
@@ -144,9 +154,12 @@ def build_workload(
         untraced_s, traced_s: client wall times of untraced and traced steps, seconds.
         batch_size: samples per step.
         meta: provenance stored in the workload.
+        ps_tasks: PS tasks (shards) of the profiled cluster; None: one more than
+            the highest ``ps_task`` of the transfers.
 
     Raises:
-        TraceError: the tables hold no worker ops.
+        TraceError: the tables hold no worker ops, or a transfer's shard is not
+            below ``ps_tasks``.
     """
     f = tracing_factor(untraced_s, traced_s)
     med = (
@@ -173,6 +186,7 @@ def build_workload(
             (pl.col("start_us") + pl.col("dur_us")).median().alias("end"),
             pl.col("recv_node").first(),
             pl.col("src_op").first(),
+            pl.col("ps_task").fill_null(0).first(),
         )
         .sort("direction", "tensor")
     )
@@ -251,6 +265,14 @@ def build_workload(
     # tracing like compute, and it is paid once per step whatever the network,
     # so it belongs to the step's pull start offset, not to the network.
     pull_start_us = float(pull_start or 0.0) + net.latency_s * 1e6
+    tasks = transfers["ps_task"].drop_nulls().to_list()
+    seen = max(tasks, default=0) + 1
+    shards = seen if ps_tasks is None else ps_tasks
+    if seen > shards:
+        raise TraceError(
+            f"trace has transfers of PS task {seen - 1}, but the profile says ps_tasks = "
+            f"{shards}; the trace and its meta.json do not belong together"
+        )
     info = dict(meta or {})
     info.update(
         tracing_factor=f,
@@ -270,4 +292,7 @@ def build_workload(
         overhead_s=overhead,
         batch_size=batch_size,
         meta=info,
+        pull_shard=pulls["ps_task"].to_numpy().astype(np.int64),
+        push_shard=pushes["ps_task"].to_numpy().astype(np.int64),
+        ps_tasks=shards,
     )

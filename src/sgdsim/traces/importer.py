@@ -6,7 +6,11 @@ serialized ``tensorflow.RunMetadata`` messages (taken with ``FULL_TRACE`` and
 profile directory the profile stage writes, then normalizes it. Without
 sgdsim's ``variables.json``, variables are read from the PS partition graphs
 (``VarHandleOp`` nodes with their dtype and shape); a variable counts as
-trainable when an ``Apply*`` op on the PS updates it.
+trainable when an ``Apply*`` op on the PS updates it. The pipeline's publish
+stage loads every complete import under ``results/imported/tables`` into the
+store (see :func:`sgdsim.store.imported_tables_dirs`). Traces of a cluster with
+several PS tasks import as they are: each variable keeps the task it was
+placed on, and the profile's ``ps_tasks`` is the number of PS tasks seen.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 from sgdsim.errors import TraceError
 from sgdsim.io import atomic_path
 from sgdsim.traces.normalize import normalize_profile
-from sgdsim.traces.parse import load_run_metadata, role_of
+from sgdsim.traces.parse import load_run_metadata, ps_task_of, role_of
 
 _DTYPE_BYTES = {1: 4, 2: 8, 3: 4, 9: 8, 19: 2, 14: 2, 10: 1, 4: 1, 6: 1}  # tf DataType enum
 
@@ -50,6 +54,14 @@ def variables_from_graph(md: Any) -> list[dict[str, Any]]:
         {**v, "trainable": k in updated, "gradient": None, "update_op": updated.get(k)}
         for k, v in sorted(found.items())
     ]
+
+
+def ps_tasks_of(md: Any) -> int:
+    """Number of PS tasks of a trace: one more than the highest PS task index it names."""
+    devices = [d.device for d in md.step_stats.dev_stats]
+    devices += [nd.device for g in md.partition_graphs for nd in g.node]
+    tasks = [t for t in map(ps_task_of, devices) if t is not None]
+    return max(tasks, default=0) + 1
 
 
 def import_run_metadata(
@@ -106,6 +118,7 @@ def import_run_metadata(
             "batch_size": int(meta.get("batch_size", batch_size)),
             "image_size": int(meta.get("image_size", 0)),
             "classes": int(meta.get("classes", 0)),
+            "ps_tasks": max(ps_tasks_of(md) for md in mds),
         },
         "tf_version": str(meta.get("tf_version", "unknown")),
         "host": str(meta.get("host", "imported")),
@@ -118,19 +131,18 @@ def import_run_metadata(
     root = Path(out_root)
     prof = root / "profiles" / hardware / model
     tables = root / "tables" / hardware / model
+    # The raw profile is normalized while it still has its temporary name: on
+    # error an earlier import of the same id stays whole, and each output
+    # (tables directory, workload, raw profile) appears only complete.
     with atomic_path(prof) as tmp:
         tmp.mkdir(parents=True)
         for k, p in enumerate(traces):
             shutil.copyfile(p, tmp / f"trace_{k}.pb")
         (tmp / "meta.json").write_text(json.dumps(full_meta, indent=1))
         (tmp / "variables.json").write_text(json.dumps(variables, indent=1))
-    try:
         normalize_profile(
-            prof, tables, root / "workloads" / hardware / f"{model}.json", f"{hardware}/{model}"
+            tmp, tables, root / "workloads" / hardware / f"{model}.json", f"{hardware}/{model}"
         )
-    except Exception:
-        shutil.rmtree(prof, ignore_errors=True)
-        raise
     return tables
 
 

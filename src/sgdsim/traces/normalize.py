@@ -14,7 +14,7 @@ from sgdsim.errors import TraceError
 from sgdsim.io import atomic_path
 from sgdsim.simulation import Network, simulate_async
 from sgdsim.traces.calibrate import build_workload, profile_network, tracing_factor
-from sgdsim.traces.parse import load_run_metadata, parse_step
+from sgdsim.traces.parse import load_run_metadata, parse_step, ps_task_of
 
 #: Files :func:`normalize_profile` writes into its output directory.
 TABLES = ("profile", "steps", "ops", "transfers", "params")
@@ -33,6 +33,10 @@ def params_table(
     variables: list[dict[str, Any]], ops: pl.DataFrame, transfers: pl.DataFrame
 ) -> pl.DataFrame:
     """One row per variable: bytes, PS shard, first forward consumer, gradient producer, update op.
+
+    ``shard`` is the variable's device as TensorFlow placed it (``var.device``,
+    or the partition graph's for imported traces) and ``ps_task`` its PS task
+    index (None when the variable is not on a PS).
 
     ``gradient_tensor`` is the rendezvous key (``edge_N_*``) of the push that
     carries the variable's gradient; one op may produce several gradients
@@ -102,6 +106,7 @@ def params_table(
                 "variable": v["variable"],
                 "bytes": int(v["bytes"]),
                 "shard": v["device"],
+                "ps_task": ps_task_of(v["device"]),
                 "trainable": bool(v["trainable"]),
                 "first_consumer_op": consumer,
                 "gradient_op": push_src[grad_recv] if grad_recv else None,
@@ -119,6 +124,7 @@ def params_table(
             "variable": pl.Utf8,
             "bytes": pl.Int64,
             "shard": pl.Utf8,
+            "ps_task": pl.Int32,
             "trainable": pl.Boolean,
             "first_consumer_op": pl.Utf8,
             "gradient_op": pl.Utf8,
@@ -193,9 +199,11 @@ def normalize_profile(
 ) -> None:
     """Parse every ``trace_*.pb`` of ``profile_dir``; write tables and workload.
 
-    Writes ``{out_dir}/{profile,ops,transfers,params}.parquet`` and the
-    calibrated workload JSON at ``workload_path``. Everything is written under
-    temporary names first: on error nothing new is left behind.
+    Writes the directory ``out_dir`` with ``{profile,steps,ops,transfers,params}.parquet``
+    and the calibrated workload JSON at ``workload_path``. Both are written under
+    temporary names and renamed when complete (the directory as a whole, so a
+    reader never sees some tables of one run and some of another): on error
+    nothing new is left behind, and an existing ``out_dir`` is replaced whole.
 
     Raises:
         TraceError: a trace or metadata file is missing, empty, truncated or not
@@ -218,6 +226,7 @@ def normalize_profile(
     transfers = pl.concat(tr_l)
     params = params_table(variables, ops, transfers)
     untraced, traced = meta["untraced_step_s"], meta["traced_step_s"]
+    ps_tasks = spec.get("ps_tasks")  # absent from profiles taken before shards: derived
     workload = build_workload(
         ops,
         transfers,
@@ -225,6 +234,7 @@ def normalize_profile(
         traced,
         int(spec["batch_size"]),
         meta={"profile_id": pid, "model": spec["model"], "hardware": spec["hardware"]},
+        ps_tasks=None if ps_tasks is None else int(ps_tasks),
     )
     net, net_rms = profile_network(transfers)
     loopback = Network(net.bandwidth_Bps, 0.0, "profile")  # its latency is in pull_start_s
@@ -243,6 +253,7 @@ def normalize_profile(
                 "batch_size": int(spec["batch_size"]),
                 "image_size": int(spec["image_size"]),
                 "classes": int(spec["classes"]),
+                "ps_tasks": workload.ps_tasks,
                 "tf_version": meta["tf_version"],
                 "host": meta["host"],
                 "param_count": int(meta["param_count"]),
@@ -265,8 +276,6 @@ def normalize_profile(
             }
         ]
     )
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     tables = {
         "profile": profile,
         "steps": steps,
@@ -274,14 +283,10 @@ def normalize_profile(
         "transfers": transfers,
         "params": params,
     }
-    with atomic_path(out / ".staging") as tmp:
+    with atomic_path(workload_path) as wtmp, atomic_path(out_dir) as tmp:
+        workload.save(str(wtmp))
         tmp.mkdir()
         for name, df in tables.items():
             if name != "profile":
                 df = df.select(pl.lit(pid).alias("profile_id"), pl.all())
             df.write_parquet(tmp / f"{name}.parquet")
-        workload.save(str(tmp / "workload.json"))
-        for name in tables:
-            os.replace(tmp / f"{name}.parquet", out / f"{name}.parquet")
-        Path(workload_path).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp / "workload.json", workload_path)

@@ -23,6 +23,8 @@ Layout of a TF 2.x distributed trace (graph mode, ``FULL_TRACE``,
 - ``partition_graphs[]`` hold the ``_Send``/``_Recv`` pairs: a ``_Recv`` node's
   ``tensor_name`` attribute is the transfer's ``edge_N_*`` name, and the
   matching ``_Send``'s input is the op that produced the tensor.
+- with several PS tasks (shards), each has its own ``/job:ps/replica:0/task:j``
+  device entries; a transfer's shard is the task of its PS end (``ps_task``).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ TRANSFERS_SCHEMA: dict[str, Any] = {
     "bytes": pl.Int64,
     "start_us": pl.Int64,
     "dur_us": pl.Int64,
+    "ps_task": pl.Int32,
 }
 
 
@@ -70,6 +73,20 @@ def role_of(device: str) -> str:
     """``"worker"`` or ``"ps"`` from a TF device name like ``/job:ps/replica:0/...``."""
     m = re.search(r"/job:(\w+)", device)
     return m.group(1) if m else "unknown"
+
+
+_PS_TASK = re.compile(r"/job:ps(?:/replica:\d+)?/task:(?P<task>\d+)")
+
+
+def ps_task_of(device: str) -> int | None:
+    """PS task (shard) index of a device: ``/job:ps/replica:0/task:1/...`` or ``/job:ps/task:1``.
+
+    Returns ``None`` for a device of another job; ``0`` for ``/job:ps`` without a task.
+    """
+    if role_of(device) != "ps":
+        return None
+    m = _PS_TASK.search(device)
+    return int(m.group("task")) if m else 0
 
 
 def load_run_metadata(path: str | os.PathLike[str]) -> Any:
@@ -167,8 +184,9 @@ def parse_step(md: Any, step: int, source: str = "<trace>") -> StepTables:
                 raise TraceError(f"{source}: unreadable RecvTensor label {ns.timeline_label!r}")
             tensor = m.group("tensor")
             dst_role = role_of(m.group("dst"))
+            pull = dst_role == "worker"
             tr["step"].append(step)
-            tr["direction"].append("pull" if dst_role == "worker" else "push")
+            tr["direction"].append("pull" if pull else "push")
             tr["tensor"].append(tensor)
             tr["src_device"].append(m.group("src"))
             tr["dst_device"].append(m.group("dst"))
@@ -177,6 +195,7 @@ def parse_step(md: Any, step: int, source: str = "<trace>") -> StepTables:
             tr["bytes"].append(_bytes_of(ns))
             tr["start_us"].append(start)
             tr["dur_us"].append(dur)
+            tr["ps_task"].append(ps_task_of(m.group("src") if pull else m.group("dst")))
             continue
         m = _LABEL.match(ns.timeline_label)
         op_type, args = (m.group("type"), m.group("args")) if m else ("", "")
