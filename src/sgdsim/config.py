@@ -60,6 +60,11 @@ def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[
             f"{source}: validation.hardware: {hw!r} is not the name of a hardware entry "
             f"({', '.join(sorted(names['hardware']))}); fix the name"
         )
+    if next(h for h in config["hardware"] if h["name"] == hw).get("ps_tasks", 1) != 1:
+        raise ConfigError(
+            f"{source}: validation.hardware: {hw!r} has ps_tasks > 1, but the testbed runs one "
+            "PS; name a hardware entry with ps_tasks: 1"
+        )
     nets = [n["name"] for n in val.get("networks", [])]
     if not nets:
         raise ConfigError(
