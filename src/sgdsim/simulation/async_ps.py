@@ -591,6 +591,9 @@ def simulate_async_replicated(
     replications: int = 3,
     workers_per_node: int = 1,
     ps_discipline: str = "fair",
+    p3_slice_bytes: float = P3_SLICE_BYTES,
+    bytescheduler_partition_bytes: float = BYTESCHEDULER_PARTITION_BYTES,
+    bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -619,6 +622,9 @@ def simulate_async_replicated(
             seed + r,
             workers_per_node=workers_per_node,
             ps_discipline=ps_discipline,
+            p3_slice_bytes=p3_slice_bytes,
+            bytescheduler_partition_bytes=bytescheduler_partition_bytes,
+            bytescheduler_credit_bytes=bytescheduler_credit_bytes,
         )
         for r in range(replications if workers > 1 else 1)
     ]
