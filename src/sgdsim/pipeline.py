@@ -149,6 +149,7 @@ def chrome_trace_stage(
     steps = int(entry.get("steps", 5))
     workload = Workload.load(workload_path)
     records: list[TraceRecord] = []
+    sizes = policy_sizes(config["simulation"])
     r = simulate_async(
         workload,
         Network.from_bits(net["bandwidth_bps"], net.get("latency_s", 1e-4), net["name"]),
@@ -160,7 +161,9 @@ def chrome_trace_stage(
         trace=records,
         workers_per_node=config["simulation"].get("workers_per_node", 1),
         ps_discipline=config["simulation"].get("ps_discipline", "fair"),
-        **policy_sizes(config["simulation"]),
+        p3_slice_bytes=sizes["p3_slice_bytes"],
+        bytescheduler_partition_bytes=sizes["bytescheduler_partition_bytes"],
+        bytescheduler_credit_bytes=sizes["bytescheduler_credit_bytes"],
     )
     meta = {**wildcards, "steps_per_s": r.steps_per_s, "seed": r.seed}
     write_chrome_trace(out_path, chrome_trace(records, r.workers, meta))
