@@ -230,6 +230,9 @@ def run_general(
         if t is not None:
             push_event(t, _DEPART, li, link_version[li])
 
+    # links whose next departure changed while a departure is handled (None: not handling one)
+    deferred: set[int] | None = None
+
     # per-worker state; "cur" counts belong to the running step, "nxt" to the next
     # (P3 delivers pulls of step k+1 while step k runs)
     step_no = [0] * workers
@@ -269,7 +272,10 @@ def run_general(
             links[d].add(now, unit[0], (key, unit), key, route)
         else:
             links[d].add(now, unit[0], (key, unit), key)
-        reschedule(d)
+        if deferred is None:
+            reschedule(d)
+        else:
+            deferred.add(d)  # rescheduled once when the departure is handled
 
     def try_start(w: int, now: float) -> None:
         s = seg[w]
@@ -414,10 +420,8 @@ def run_general(
             else:
                 check_end(w, now)
         elif kind == _DEPART:
-            (key, unit), _, t_next = links[a].pop_next(now)
-            link_version[a] += 1
-            if t_next is not None:
-                push_event(t_next, _DEPART, a, link_version[a])
+            (key, unit), _, _ = links[a].pop_next(now)
+            deferred = {a}
             conn_busy[key] = False
             queues[key].done(unit)
             _, w, gen, items = unit
@@ -435,6 +439,9 @@ def run_general(
             else:
                 push_arrived(w, gen, items, shard, now)
             kick(key, now)
+            for li in sorted(deferred):
+                reschedule(li)
+            deferred = None
         elif kind == _JOIN:
             w = a
             if b == _J_PULLS:
