@@ -190,11 +190,13 @@ def simulate_async(
             ``w // workers_per_node``). Co-located workers share the node's
             cores: while ``k`` of them compute, each runs at ``1/k`` of its
             profiled speed (processor sharing; the profile took the whole node).
-            Their NICs are not a bottleneck as long as the PS NIC, which carries
-            every worker's traffic, has the same capacity.
+            With one PS their NIC is not a bottleneck (the PS NIC, of the same
+            capacity, carries all their traffic); with several shards the
+            node's NIC is shared by its workers' connections.
         ps_discipline: how the PS NIC serves the workers: ``fair`` (each worker's
             connection gets an equal share, processor sharing) or ``fifo`` (one
-            queue for all workers' tensors, served one at a time in arrival order).
+            queue for all workers' tensors, served one at a time in arrival order;
+            for a priority policy, in its priority order; one queue per shard NIC).
         trace: if given, receives ``(kind, worker, index, start_s, end_s)`` for
             every compute segment, transfer unit (time on the wire) and PS
             update, with a sixth element, the shard, when ``workload.ps_tasks``
