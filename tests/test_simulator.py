@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgdsim.simulation import Network, PSLink, Workload, simulate_async
+from sgdsim.simulation import POLICIES, Network, PSLink, Workload, simulate_async
 from sgdsim.simulation.async_ps import single_step_estimate
 
 
@@ -123,34 +123,91 @@ workloads = st.builds(
 )
 
 
+@st.composite
+def sharded(draw, base=workloads):
+    """A workload of ``workloads`` spread over 1-3 PS shards, with each push
+    matched (or not) to a pull of the same variable (``push_param``, used by p3)."""
+    w = draw(base)
+    k = draw(st.integers(1, 3))
+    n_pull, n_push = len(w.pull_bytes), len(w.push_bytes)
+    pull_shard = draw(st.lists(st.integers(0, k - 1), min_size=n_pull, max_size=n_pull))
+    push_shard = draw(st.lists(st.integers(0, k - 1), min_size=n_push, max_size=n_push))
+    pulls = draw(st.permutations(list(range(n_pull))))
+    push_param = [pulls[q] if q < n_pull and draw(st.booleans()) else -1 for q in range(n_push)]
+    return dataclasses.replace(
+        w,
+        ps_tasks=k,
+        pull_shard=np.asarray(pull_shard, np.int64),
+        push_shard=np.asarray(push_shard, np.int64),
+        push_param=np.asarray(push_param, np.int64),
+    )
+
+
+# small units, so that p3 and bytescheduler cut the random tensors (up to 2 MB)
+SIZES = {
+    "p3_slice_bytes": 3e5,
+    "bytescheduler_partition_bytes": 4e5,
+    "bytescheduler_credit_bytes": 1e6,
+}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(w=workloads, n=st.integers(1, 6), bw=st.floats(1e6, 1e9), seed=st.integers(0, 2**16))
-def test_bytes_conserved_and_capacity_respected(w, n, bw, seed):
+@given(w=sharded(), n=st.integers(1, 6), bw=st.floats(1e6, 1e9), seed=st.integers(0, 2**16))
+def test_bytes_conserved_and_capacity_respected(policy, w, n, bw, seed):
     steps = 6
-    r = simulate_async(w, Network(bw, 1e-4), n, steps, 1, seed=seed)
+    nic: dict[str, tuple[float, float]] = {}
+    r = simulate_async(
+        w, Network(bw, 1e-4), n, steps, 1, policy=policy, seed=seed, nic_stats=nic, **SIZES
+    )
     assert r.bytes_pulled == pytest.approx(n * steps * w.pull_bytes.sum(), rel=1e-9, abs=1e-6)
     assert r.bytes_pushed == pytest.approx(n * steps * w.push_bytes.sum(), rel=1e-9, abs=1e-6)
-    # no link carries more than its capacity over the run
-    assert r.bytes_pulled <= bw * r.sim_time_s * (1 + 1e-9) + 1e-6
-    assert r.bytes_pushed <= bw * r.sim_time_s * (1 + 1e-9) + 1e-6
+    # no NIC carries more than its capacity over the run, nor while it is busy
+    for carried, busy_s in nic.values():
+        assert carried <= bw * r.sim_time_s * (1 + 1e-9) + 1e-6
+        assert carried <= bw * busy_s * (1 + 1e-9) + 1e-6
+    # every shard's NIC carries exactly the bytes of its shard
+    for s in range(w.ps_tasks):
+        pulled = n * steps * w.pull_bytes[w.pulls_shard == s].sum()
+        assert nic[f"ps{s}.out"][0] == pytest.approx(pulled, rel=1e-9, abs=1e-6)
     assert 0 <= r.ps_down_util <= 1 and 0 <= r.blocked_fraction <= 1
 
 
+@pytest.mark.parametrize("policy", POLICIES)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(w=workloads, bw=st.floats(1e6, 1e9), factor=st.floats(1.01, 100))
-def test_single_worker_throughput_never_decreases_with_bandwidth(w, bw, factor):
-    slow = simulate_async(w, Network(bw, 1e-4), 1, 5, 1)
-    fast = simulate_async(w, Network(bw * factor, 1e-4), 1, 5, 1)
+@given(w=sharded(), bw=st.floats(1e6, 1e9), factor=st.floats(1.01, 100))
+def test_single_worker_throughput_never_decreases_with_bandwidth(policy, w, bw, factor):
+    slow = simulate_async(w, Network(bw, 1e-4), 1, 5, 1, policy=policy, **SIZES)
+    fast = simulate_async(w, Network(bw * factor, 1e-4), 1, 5, 1, policy=policy, **SIZES)
     assert fast.steps_per_s >= slow.steps_per_s * (1 - 1e-9)
 
 
+@pytest.mark.parametrize("policy", POLICIES)
 @settings(max_examples=30, deadline=None)
-@given(w=workloads)
-def test_single_worker_on_infinite_network_is_the_compute_replay(w):
-    r = simulate_async(w, Network(1e18, 0.0), 1, 4, 1)
+@given(w=sharded())
+def test_single_worker_on_infinite_network_is_the_compute_replay(policy, w):
+    bw = 1e18
+    r = simulate_async(w, Network(bw, 0.0), 1, 4, 1, policy=policy, **SIZES)
     # nothing waits on the network: a step is compute plus the PS updates that end it
+    # (plus the bytes at 1e18 B/s, up to 1e-11 s, above float tolerance of short steps)
+    wire = (w.pull_bytes.sum() + w.push_bytes.sum()) / bw
     assert r.mean_step_s >= w.compute_s * (1 - 1e-9)
-    assert r.mean_step_s <= (w.compute_s + w.push_update_s.sum()) * (1 + 1e-9) + 1e-12
+    assert r.mean_step_s <= (w.compute_s + w.push_update_s.sum() + wire) * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=sharded(), n=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_same_seed_gives_bit_identical_results(policy, w, n, seed):
+    def run() -> tuple:
+        log: list[list[float]] = []
+        trace: list = []
+        r = simulate_async(
+            w, Network(1e7, 1e-4), n, 4, 1, policy, seed, step_log=log, trace=trace, **SIZES
+        )
+        return dataclasses.replace(r, wall_s=0), log, trace
+
+    assert run() == run()
 
 
 def test_bad_arguments_are_refused():
@@ -263,16 +320,20 @@ def test_colocated_compute_bound_workers_add_no_throughput():
     assert len(compute) == 2 * 3 * 3 and all(r[4] >= r[3] for r in compute)
 
 
+@pytest.mark.parametrize("policy", POLICIES)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(w=workloads, n=st.integers(2, 5), bw=st.floats(1e6, 1e9), factor=st.floats(1.05, 100))
-def test_throughput_does_not_fall_when_bandwidth_grows_beyond_sampling_noise(w, n, bw, factor):
+@given(w=sharded(), n=st.integers(2, 5), bw=st.floats(1e6, 1e9), factor=st.floats(1.05, 100))
+def test_throughput_does_not_fall_when_bandwidth_grows_beyond_sampling_noise(
+    policy, w, n, bw, factor
+):
     # With N > 1 each run depends on its random start offsets; the mean of three
     # seeds over 12 steps scatters by about 1 % (seen on 150 random cases), so a
     # fall of more than 3 % would be a real anomaly of the model.
     from sgdsim.simulation import simulate_async_replicated as sim
 
-    slow = sim(w, Network(bw, 1e-4), n, 12, 2, seed=1, replications=3).steps_per_s
-    fast = sim(w, Network(bw * factor, 1e-4), n, 12, 2, seed=1, replications=3).steps_per_s
+    kw = {"seed": 1, "replications": 3, "policy": policy, **SIZES}
+    slow = sim(w, Network(bw, 1e-4), n, 12, 2, **kw).steps_per_s
+    fast = sim(w, Network(bw * factor, 1e-4), n, 12, 2, **kw).steps_per_s
     assert fast >= slow * 0.97
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from sgdsim.simulation import POLICIES
+
 
 @click.group()
 @click.version_option(package_name="sgdsim")
@@ -209,32 +211,43 @@ def import_(
 @click.option(
     "--workload",
     "workload_path",
-    required=True,
+    default=None,
     type=click.Path(exists=True, dir_okay=False),
-    help="Workload JSON written by the normalize stage, e.g. results/workloads/cpu/ResNet50.json.",
+    help="Workload JSON written by the normalize stage, e.g. results/workloads/cpu/ResNet50.json "
+    "(default: the synthetic ResNet-50 of sgdsim.bench.synthetic_resnet50).",
 )
 @click.option("--bandwidth-bps", default=1e9, show_default=True, help="NIC capacity, bit/s.")
 @click.option("--latency-s", default=1e-4, show_default=True, help="Per-message latency, s.")
 @click.option("--workers", "-n", multiple=True, type=int, default=(1, 8, 64), show_default=True)
 @click.option("--steps", default=50, show_default=True, help="Steps per worker.")
 @click.option("--repeat", default=3, show_default=True, help="Runs per point; the fastest counts.")
+@click.option(
+    "--policy",
+    "-p",
+    "policies",
+    multiple=True,
+    type=click.Choice(POLICIES),
+    help="Policies to time (repeat; default: all).",
+)
 def bench(
-    workload_path: str,
+    workload_path: str | None,
     bandwidth_bps: float,
     latency_s: float,
     workers: tuple[int, ...],
     steps: int,
     repeat: int,
+    policies: tuple[str, ...],
 ) -> None:
     """Benchmark the simulator: events/s and seconds per grid point, per policy and N."""
-    from sgdsim.bench import format_table, run_bench
+    from sgdsim.bench import format_table, run_bench, synthetic_resnet50
     from sgdsim.simulation import Network, Workload
 
-    w = Workload.load(workload_path)
+    w = Workload.load(workload_path) if workload_path else synthetic_resnet50()
     rows = run_bench(
         w,
         Network.from_bits(bandwidth_bps, latency_s),
         workers,
+        policies or POLICIES,
         steps_per_worker=steps,
         repeat=repeat,
     )

@@ -70,6 +70,22 @@ def normalize_stage(profile_dir: str, tables_dir: str, workload_path: str) -> No
     normalize_profile(profile_dir, tables_dir, workload_path)
 
 
+def policy_sizes(sim: dict[str, Any]) -> dict[str, float]:
+    """The policies' unit sizes from the config's ``simulation`` section (bytes),
+    with the simulator's defaults (see :mod:`sgdsim.simulation.policies`)."""
+    from sgdsim.simulation import policies as pol
+
+    return {
+        "p3_slice_bytes": float(sim.get("p3_slice_bytes", pol.P3_SLICE_BYTES)),
+        "bytescheduler_partition_bytes": float(
+            sim.get("bytescheduler_partition_bytes", pol.BYTESCHEDULER_PARTITION_BYTES)
+        ),
+        "bytescheduler_credit_bytes": float(
+            sim.get("bytescheduler_credit_bytes", pol.BYTESCHEDULER_CREDIT_BYTES)
+        ),
+    }
+
+
 def simulate_stage(
     config: dict[str, Any], workload_path: str, out_path: str, wildcards: dict[str, str]
 ) -> None:
@@ -93,6 +109,7 @@ def simulate_stage(
         replications=sim.get("replications", 3),
         workers_per_node=sim.get("workers_per_node", 1),
         ps_discipline=sim.get("ps_discipline", "fair"),
+        **policy_sizes(sim),
     )
     row = {
         "model": wildcards["model"],
@@ -143,6 +160,7 @@ def chrome_trace_stage(
     steps = int(entry.get("steps", 5))
     workload = Workload.load(workload_path)
     records: list[TraceRecord] = []
+    sizes = policy_sizes(config["simulation"])
     r = simulate_async(
         workload,
         Network.from_bits(net["bandwidth_bps"], net.get("latency_s", 1e-4), net["name"]),
@@ -154,6 +172,9 @@ def chrome_trace_stage(
         trace=records,
         workers_per_node=config["simulation"].get("workers_per_node", 1),
         ps_discipline=config["simulation"].get("ps_discipline", "fair"),
+        p3_slice_bytes=sizes["p3_slice_bytes"],
+        bytescheduler_partition_bytes=sizes["bytescheduler_partition_bytes"],
+        bytescheduler_credit_bytes=sizes["bytescheduler_credit_bytes"],
     )
     meta = {**wildcards, "steps_per_s": r.steps_per_s, "seed": r.seed}
     write_chrome_trace(out_path, chrome_trace(records, r.workers, meta))

@@ -1,4 +1,4 @@
-"""Discrete-event simulation of asynchronous SGD with one parameter server.
+"""Discrete-event simulation of asynchronous SGD with a parameter server.
 
 Model (Li, Yan, Paolieri, Golubchik, "Throughput Prediction of Asynchronous
 SGD in TensorFlow", ICPE 2020): N workers run the profiled step independently.
@@ -9,7 +9,9 @@ when every pull arrived and every push was applied by the PS. Workers never
 wait for each other, only for the shared PS NIC (one processor-sharing link
 per direction, shared fairly between workers' connections, each serving its
 tensors in order, see :mod:`sgdsim.simulation.link`) and the PS CPU (one FIFO
-server applying updates).
+server applying updates). Transmission policies that cut, group or reorder
+tensors (:mod:`sgdsim.simulation.policies`) and several PS shards, each with
+its own NIC and CPU, run in :mod:`sgdsim.simulation.engine`.
 
 Events are ordered by ``(time, priority, sequence)`` so simultaneous events
 break ties deterministically: the same inputs and seed give bit-identical
@@ -26,14 +28,31 @@ from dataclasses import dataclass
 import numpy as np
 
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
+from sgdsim.simulation.engine import RawRun, policy_spec, run_general
 from sgdsim.simulation.link import PSLink
+from sgdsim.simulation.policies import (
+    BYTESCHEDULER_CREDIT_BYTES,
+    BYTESCHEDULER_PARTITION_BYTES,
+    P3_SLICE_BYTES,
+)
 from sgdsim.simulation.workload import Network, Workload
 
 #: How the PS NIC serves workers: fair share per connection, or one FIFO queue.
 PS_DISCIPLINES: tuple[str, ...] = ("fair", "fifo")
 
-#: Transmission policies this simulator implements (see :func:`pull_issue_order`).
-POLICIES: tuple[str, ...] = ("tf_default", "tictac", "fifo_random")
+#: Transmission policies this simulator implements (see :func:`pull_issue_order`
+#: and :mod:`sgdsim.simulation.policies`).
+POLICIES: tuple[str, ...] = (
+    "tf_default",
+    "tictac",
+    "fifo_random",
+    "p3",
+    "bytescheduler",
+    "prophet",
+)
+
+# policies that send whole tensors first-in first-out: the fast loop serves them on one PS
+_WHOLE_TENSOR_FIFO = frozenset({"tf_default", "tictac", "fifo_random"})
 
 # event kinds; the number is also the tie-break priority at equal times
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
@@ -105,6 +124,10 @@ def pull_issue_order(workload: Workload, policy: str) -> list[int]:
       al., MLSys 2019), ties in workload order.
     - ``fifo_random``: a fresh seeded random order every step (the baseline of
       TicTac's evaluation); the list returned here is only a placeholder.
+    - ``p3``, ``bytescheduler``, ``prophet``: layer priority, i.e. the
+      ``tictac`` order; their per-connection queues then send the most
+      urgent unit first whenever the order in which units were issued
+      differs (see :mod:`sgdsim.simulation.policies`).
 
     Raises:
         ValueError: unknown policy.
@@ -112,7 +135,7 @@ def pull_issue_order(workload: Workload, policy: str) -> list[int]:
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
     idx = list(range(len(workload.pull_bytes)))
-    if policy == "tictac":
+    if policy in ("tictac", "p3", "bytescheduler", "prophet"):
         gate = workload.pull_gate.tolist()
         idx.sort(key=lambda p: (gate[p], p))
     return idx
@@ -131,14 +154,20 @@ def simulate_async(
     trace: list[TraceRecord] | None = None,
     workers_per_node: int = 1,
     ps_discipline: str = "fair",
+    p3_slice_bytes: float = P3_SLICE_BYTES,
+    bytescheduler_partition_bytes: float = BYTESCHEDULER_PARTITION_BYTES,
+    bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES,
+    nic_stats: dict[str, tuple[float, float]] | None = None,
 ) -> AsyncResult:
-    """Simulate ``workers`` asynchronous workers against one PS.
+    """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
     All pulls of a step are issued together ``workload.pull_start_s`` after
     step start, in the order the policy gives (:func:`pull_issue_order`);
     pushes are issued when produced. Each worker's connection serves its
-    tensors one at a time in issue order at its fair share of the PS NIC
-    (:class:`~sgdsim.simulation.link.PSLink`).
+    units one at a time at its fair share of the PS NIC
+    (:class:`~sgdsim.simulation.link.PSLink`), whole tensors in issue order
+    or as the policy cuts and orders them (:mod:`sgdsim.simulation.policies`;
+    ``p3`` also moves pulls, see there).
     Worker ``w > 0`` starts after a seeded uniform random delay
     in ``[0, T1)``, ``T1`` the contention-free step time on this network
     (:func:`single_step_estimate`): processor sharing keeps workers at whatever
@@ -161,21 +190,37 @@ def simulate_async(
             ``w // workers_per_node``). Co-located workers share the node's
             cores: while ``k`` of them compute, each runs at ``1/k`` of its
             profiled speed (processor sharing; the profile took the whole node).
-            Their NICs are not a bottleneck as long as the PS NIC, which carries
-            every worker's traffic, has the same capacity.
+            With one PS their NIC is not a bottleneck (the PS NIC, of the same
+            capacity, carries all their traffic); with several shards the
+            node's NIC is shared by its workers' connections.
         ps_discipline: how the PS NIC serves the workers: ``fair`` (each worker's
             connection gets an equal share, processor sharing) or ``fifo`` (one
-            queue for all workers' tensors, served one at a time in arrival order).
+            queue for all workers' tensors, served one at a time in arrival order;
+            for a priority policy, in its priority order; one queue per shard NIC).
         trace: if given, receives ``(kind, worker, index, start_s, end_s)`` for
-            every compute segment, transfer (time on the wire) and PS update;
-            see :func:`sgdsim.simulation.chrome_trace.chrome_trace`.
+            every compute segment, transfer unit (time on the wire) and PS
+            update, with a sixth element, the shard, when ``workload.ps_tasks``
+            > 1; see :func:`sgdsim.simulation.chrome_trace.chrome_trace`.
+        p3_slice_bytes: slice size of ``p3``, bytes.
+        bytescheduler_partition_bytes: partition size of ``bytescheduler``, bytes.
+        bytescheduler_credit_bytes: credit window of ``bytescheduler``, bytes.
+        nic_stats: if given, receives ``{nic: (bytes, busy_s)}`` for every NIC
+            the run models: ``ps{s}.out`` / ``ps{s}.in`` per shard and, with
+            several shards, ``node{j}.in`` / ``node{j}.out`` per worker node.
+
+    With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
+    host with a full-duplex NIC and its own PS CPU, each worker has one
+    connection to each shard, and the NICs are shared max-min fairly (see
+    :mod:`sgdsim.simulation.engine`); ``ps_down_util`` and ``ps_up_util`` are
+    then means over the shards' NICs. Whole-tensor FIFO policies on one PS run
+    a faster loop with the same model.
 
     Returns:
         The grid point's metrics; throughput is measured over the window in
         which every worker is past warm-up and none has finished.
 
     Raises:
-        ValueError: bad N, step counts or policy.
+        ValueError: bad N, step counts, policy or policy sizes.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -193,7 +238,95 @@ def simulate_async(
         raise ValueError(f"start_offsets_s needs {workers} values, got {len(start_offsets_s)}")
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    spec = policy_spec(
+        policy, p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes
+    )
     wall0 = time.perf_counter()
+    if policy in _WHOLE_TENSOR_FIFO and workload.ps_tasks == 1:
+        raw = _run_fast(
+            workload,
+            network,
+            workers,
+            steps_per_worker,
+            policy,
+            seed,
+            start_offsets_s,
+            trace,
+            workers_per_node,
+            ps_discipline,
+        )
+    else:
+        raw = run_general(
+            workload,
+            network,
+            workers,
+            steps_per_worker,
+            policy,
+            spec,
+            seed,
+            pull_issue_order(workload, policy),
+            start_offsets_s,
+            single_step_estimate(workload, network),
+            trace,
+            workers_per_node,
+            ps_discipline,
+        )
+    step_ends, busy, now = raw.step_ends, raw.busy, raw.now
+    overhead = workload.overhead_s
+    if step_log is not None:
+        step_log.extend(step_ends)
+    if nic_stats is not None:
+        nic_stats.update(raw.nic)
+    # throughput window: every worker past warm-up, none finished
+    firsts = [e[warmup_steps - 1] if warmup_steps else 0.0 for e in step_ends]
+    t_lo, t_hi = max(firsts), min(e[-1] for e in step_ends)
+    if t_hi > t_lo:
+        done = sum(sum(1 for t in e if t_lo < t <= t_hi) for e in step_ends)
+        steps_per_s = done / (t_hi - t_lo)
+    else:  # cannot happen with identical workers; keep a defined value
+        steps_per_s = workers * (steps_per_worker - warmup_steps) / max(now - max(firsts), 1e-12)
+    per_worker = [
+        (e[-1] - (e[warmup_steps - 1] if warmup_steps else 0.0)) / (steps_per_worker - warmup_steps)
+        for e in step_ends
+    ]
+    span = now if now > 0 else 1e-12
+    total_time = sum(e[-1] for e in step_ends)
+    blocked = 1.0 - (sum(busy) + workers * steps_per_worker * overhead) / max(total_time, 1e-12)
+    return AsyncResult(
+        workers=workers,
+        steps_per_worker=steps_per_worker,
+        warmup_steps=warmup_steps,
+        policy=policy,
+        steps_per_s=steps_per_s,
+        samples_per_s=steps_per_s * workload.batch_size,
+        mean_step_s=float(np.mean(per_worker)),
+        ps_down_util=min(1.0, raw.down_busy_s / span),
+        ps_up_util=min(1.0, raw.up_busy_s / span),
+        blocked_fraction=max(0.0, blocked),
+        sim_time_s=now,
+        bytes_pulled=raw.bytes_pulled,
+        bytes_pushed=raw.bytes_pushed,
+        events=raw.events,
+        wall_s=time.perf_counter() - wall0,
+        seed=seed,
+    )
+
+
+def _run_fast(
+    workload: Workload,
+    network: Network,
+    workers: int,
+    steps_per_worker: int,
+    policy: str,
+    seed: int,
+    start_offsets_s: Sequence[float] | None,
+    trace: list[TraceRecord] | None,
+    workers_per_node: int,
+    ps_discipline: str,
+) -> RawRun:
+    """The loop of the whole-tensor FIFO policies on one PS: several tensors per
+    connection on the virtual-time link, departures and segment chains taken
+    inline without heap operations when nothing else comes first."""
     rng = np.random.default_rng(seed)
 
     seg_dur = workload.seg_dur_s.tolist()
@@ -433,40 +566,19 @@ def simulate_async(
             try_start(w, now)
             check_end(w, now)
 
-    if step_log is not None:
-        step_log.extend(step_ends)
-    # throughput window: every worker past warm-up, none finished
-    firsts = [e[warmup_steps - 1] if warmup_steps else 0.0 for e in step_ends]
-    t_lo, t_hi = max(firsts), min(e[-1] for e in step_ends)
-    if t_hi > t_lo:
-        done = sum(sum(1 for t in e if t_lo < t <= t_hi) for e in step_ends)
-        steps_per_s = done / (t_hi - t_lo)
-    else:  # cannot happen with identical workers; keep a defined value
-        steps_per_s = workers * (steps_per_worker - warmup_steps) / max(now - max(firsts), 1e-12)
-    per_worker = [
-        (e[-1] - (e[warmup_steps - 1] if warmup_steps else 0.0)) / (steps_per_worker - warmup_steps)
-        for e in step_ends
-    ]
-    span = now if now > 0 else 1e-12
-    total_time = sum(e[-1] for e in step_ends)
-    blocked = 1.0 - (sum(busy) + workers * steps_per_worker * overhead) / max(total_time, 1e-12)
-    return AsyncResult(
-        workers=workers,
-        steps_per_worker=steps_per_worker,
-        warmup_steps=warmup_steps,
-        policy=policy,
-        steps_per_s=steps_per_s,
-        samples_per_s=steps_per_s * workload.batch_size,
-        mean_step_s=float(np.mean(per_worker)),
-        ps_down_util=min(1.0, links[_DOWN].busy_s / span),
-        ps_up_util=min(1.0, links[_UP].busy_s / span),
-        blocked_fraction=max(0.0, blocked),
-        sim_time_s=now,
+    return RawRun(
+        step_ends=step_ends,
+        busy=busy,
+        now=now,
+        events=n_events,
         bytes_pulled=links[_DOWN].bytes_done,
         bytes_pushed=links[_UP].bytes_done,
-        events=n_events,
-        wall_s=time.perf_counter() - wall0,
-        seed=seed,
+        down_busy_s=links[_DOWN].busy_s,
+        up_busy_s=links[_UP].busy_s,
+        nic={
+            "ps0.out": (links[_DOWN].bytes_done, links[_DOWN].busy_s),
+            "ps0.in": (links[_UP].bytes_done, links[_UP].busy_s),
+        },
     )
 
 
@@ -481,6 +593,9 @@ def simulate_async_replicated(
     replications: int = 3,
     workers_per_node: int = 1,
     ps_discipline: str = "fair",
+    p3_slice_bytes: float = P3_SLICE_BYTES,
+    bytescheduler_partition_bytes: float = BYTESCHEDULER_PARTITION_BYTES,
+    bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -509,6 +624,9 @@ def simulate_async_replicated(
             seed + r,
             workers_per_node=workers_per_node,
             ps_discipline=ps_discipline,
+            p3_slice_bytes=p3_slice_bytes,
+            bytescheduler_partition_bytes=bytescheduler_partition_bytes,
+            bytescheduler_credit_bytes=bytescheduler_credit_bytes,
         )
         for r in range(replications if workers > 1 else 1)
     ]

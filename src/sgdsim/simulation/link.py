@@ -24,6 +24,7 @@ so a heap of connections keyed by it gives O(log n) per arrival or departure.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from typing import Any
 
@@ -200,3 +201,156 @@ class PSLink:
             self.active_conns -= 1
         self._schedule(key, c)
         return payload
+
+
+class _Flow:
+    __slots__ = ("a", "b", "conn", "left", "payload", "rate", "seq", "size")
+
+    def __init__(self, size: float, payload: Any, conn: Any, a: int, b: int, seq: int) -> None:
+        self.size = size
+        self.left = size  # bytes still to send
+        self.payload = payload
+        self.conn = conn
+        self.a = a  # the two NICs (resources) the flow crosses
+        self.b = b
+        self.rate = 0.0
+        self.seq = seq
+
+
+class MaxMinLink:
+    """One direction of a network of NICs, shared max-min fairly.
+
+    Every flow crosses two NICs ("resources", each of capacity ``capacity_Bps``
+    in this direction): for PS → worker the shard's NIC and the worker node's,
+    for worker → PS the other way round. With several PS shards a worker talks
+    to all of them, so its own NIC can bind as well as a shard's, and the one
+    common bottleneck of :class:`PSLink` no longer exists. Rates are the
+    max-min fair allocation, found by progressive filling (water-filling:
+    every unfrozen flow's rate grows equally until a NIC is full, whose flows
+    are then frozen; Bertsekas and Gallager, *Data Networks*, 2nd ed., 1992,
+    §6.5.2), recomputed whenever a flow joins or leaves: O(R·r + F) for R
+    NICs, r filling rounds and F flows.
+
+    Each connection carries one flow at a time (the caller's per-connection
+    queue hands it the next unit when the previous one leaves), which is how
+    TensorFlow's one gRPC channel per worker/PS pair behaves.
+
+    Args:
+        capacity_Bps: capacity of every NIC in this direction, bytes/s (> 0).
+        resources: number of NICs.
+
+    Attributes:
+        busy_s: (resources,) time with at least one flow on each NIC, seconds.
+        nic_bytes: (resources,) bytes of the flows that left, per NIC.
+        bytes_done: bytes of all flows that left.
+    """
+
+    def __init__(self, capacity_Bps: float, resources: int) -> None:
+        if not capacity_Bps > 0:
+            raise ValueError(f"link capacity must be > 0 bytes/s, got {capacity_Bps}")
+        self.capacity = float(capacity_Bps)
+        self.n_res = resources
+        self.t = 0.0
+        self._flows: dict[Any, _Flow] = {}
+        self._seq = 0
+        self._next: _Flow | None = None  # flow leaving first at the current rates
+        self._t_next: float | None = None
+        self._users = [0] * resources  # flows on each NIC
+        self.busy_s = [0.0] * resources
+        self.nic_bytes = [0.0] * resources
+        self.bytes_done = 0.0
+
+    @property
+    def active(self) -> int:
+        """Number of flows on the link."""
+        return len(self._flows)
+
+    def _advance(self, now: float) -> None:
+        dt = now - self.t
+        if dt > 0.0:
+            for f in self._flows.values():
+                f.left -= f.rate * dt
+            users, busy = self._users, self.busy_s
+            for r in range(self.n_res):
+                if users[r]:
+                    busy[r] += dt
+        self.t = now
+
+    def _fill(self) -> None:
+        """Max-min fair rates by progressive filling; then the next departure."""
+        flows = list(self._flows.values())
+        self._next, self._t_next = None, None
+        if not flows:
+            return
+        cap = [self.capacity] * self.n_res
+        n = list(self._users)
+        tol = self.capacity * 1e-9
+        level = 0.0
+        active = flows
+        while active:
+            inc, full = math.inf, -1
+            for r in range(self.n_res):
+                if n[r] and cap[r] / n[r] < inc:
+                    inc, full = cap[r] / n[r], r
+            level += inc
+            saturated = [False] * self.n_res
+            for r in range(self.n_res):
+                if n[r]:
+                    cap[r] -= inc * n[r]
+                    saturated[r] = r == full or cap[r] <= tol
+            rest = []
+            for f in active:
+                if saturated[f.a] or saturated[f.b]:
+                    f.rate = level
+                    n[f.a] -= 1
+                    n[f.b] -= 1
+                else:
+                    rest.append(f)
+            active = rest
+        best, t_best = None, math.inf
+        for f in flows:
+            t = (f.left if f.left > 0.0 else 0.0) / f.rate
+            if t < t_best:  # ties: the flow that joined first (dict order)
+                best, t_best = f, t
+        self._next, self._t_next = best, self.t + t_best
+
+    def add(
+        self, now: float, size_bytes: float, payload: Any, conn: Any, route: tuple[int, int]
+    ) -> bool:
+        """A flow of ``size_bytes`` on idle connection ``conn`` crossing NICs ``route``.
+
+        Returns:
+            True: every departure time changed (ask :meth:`next_departure` again).
+
+        Raises:
+            ValueError: the connection already carries a flow.
+        """
+        if conn in self._flows:
+            raise ValueError(f"connection {conn!r} already carries a flow")
+        self._advance(now)
+        a, b = route
+        self._flows[conn] = _Flow(size_bytes, payload, conn, a, b, self._seq)
+        self._seq += 1
+        self._users[a] += 1
+        self._users[b] += 1
+        self._fill()
+        return True
+
+    def next_departure(self) -> float | None:
+        """Real time at which the next flow leaves if nothing else joins, or None."""
+        return self._t_next
+
+    def pop_next(self, now: float) -> tuple[Any, Any, float | None]:
+        """Remove the departing flow at ``now``; return (payload, connection, next departure)."""
+        f = self._next
+        if f is None:
+            raise RuntimeError("pop from an idle link")
+        self._advance(now)
+        del self._flows[f.conn]
+        self._users[f.a] -= 1
+        self._users[f.b] -= 1
+        self.nic_bytes[f.a] += f.size
+        self.nic_bytes[f.b] += f.size
+        self.bytes_done += f.size
+        self._fill()
+        return f.payload, f.conn, self._t_next

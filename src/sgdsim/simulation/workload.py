@@ -72,6 +72,10 @@ class Workload:
             None = all on shard 0.
         push_shard: (Q,) PS task (shard) that receives each push; None = all on shard 0.
         ps_tasks: number of PS tasks (shards), each on its own host with its own NIC.
+        push_param: (Q,) index of the pull carrying the variable each push
+            updates, in ``[-1, P)``, ``-1`` = none (each pull at most once);
+            None = unknown, all ``-1``. Used by ``p3`` to send a parameter back
+            right after its update.
     """
 
     seg_dur_s: npt.NDArray[np.float64]
@@ -87,8 +91,11 @@ class Workload:
     pull_shard: npt.NDArray[np.int64] | None = None
     push_shard: npt.NDArray[np.int64] | None = None
     ps_tasks: int = 1
+    push_param: npt.NDArray[np.int64] | None = None
 
     def __post_init__(self) -> None:
+        if self.push_param is None:
+            object.__setattr__(self, "push_param", np.full(len(self.push_bytes), -1, np.int64))
         if self.pull_shard is None:
             object.__setattr__(self, "pull_shard", np.zeros(len(self.pull_bytes), np.int64))
         if self.push_shard is None:
@@ -125,6 +132,15 @@ class Workload:
                 and bool(np.all((push_shard >= 0) & (push_shard < self.ps_tasks))),
                 "shards in [0, ps_tasks)",
             ),
+            (
+                len(self.pushes_param) == len(self.push_bytes)
+                and bool(
+                    np.all((self.pushes_param >= -1) & (self.pushes_param < len(self.pull_bytes)))
+                )
+                and len(set(self.pushes_param[self.pushes_param >= 0].tolist()))
+                == int(np.sum(self.pushes_param >= 0)),
+                "push_param as long as push_bytes, in [-1, P), each pull at most once",
+            ),
         ]
         bad = [what for ok, what in checks if not ok]
         if bad:
@@ -141,6 +157,12 @@ class Workload:
         """(Q,) shard of each push (``push_shard`` with the None default resolved)."""
         assert self.push_shard is not None  # set in __post_init__
         return self.push_shard
+
+    @property
+    def pushes_param(self) -> npt.NDArray[np.int64]:
+        """(Q,) pull of each push's variable (``push_param`` with the None default resolved)."""
+        assert self.push_param is not None  # set in __post_init__
+        return self.push_param
 
     @property
     def compute_s(self) -> float:
@@ -171,6 +193,7 @@ class Workload:
             pull_shard=None if d.get("pull_shard") is None else f(d["pull_shard"], dtype=np.int64),
             push_shard=None if d.get("push_shard") is None else f(d["push_shard"], dtype=np.int64),
             ps_tasks=int(d.get("ps_tasks", 1)),
+            push_param=None if d.get("push_param") is None else f(d["push_param"], dtype=np.int64),
         )
 
     def save(self, path: str) -> None:
