@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgdsim.simulation import POLICIES, Network, PSLink, Workload, simulate_async
+from sgdsim.bench import synthetic_resnet50
+from sgdsim.simulation import POLICIES, Network, PSLink, Workload, async_ps, simulate_async
 from sgdsim.simulation.async_ps import single_step_estimate
 
 
@@ -367,3 +368,57 @@ def test_fifo_discipline_conserves_bytes_and_traces_serially():
     # one queue: pull service intervals of all workers never overlap
     pulls = sorted((t0, t1) for kind, _, _, t0, t1 in records if kind == "pull")
     assert all(a[1] <= b[0] + 1e-12 for a, b in itertools.pairwise(pulls))
+
+
+def _random_workload(seed: int) -> Workload:
+    rng = np.random.default_rng(seed)
+    s, p, q = (int(x) for x in rng.integers(1, 12, 3))
+    return Workload(
+        seg_dur_s=rng.uniform(1e-3, 2e-2, s),
+        pull_bytes=rng.uniform(1e3, 2e6, p) * (rng.random(p) > 0.1),  # some empty
+        pull_gate=rng.integers(0, s + 1, p),
+        push_bytes=rng.uniform(1e3, 2e6, q),
+        push_seg=rng.integers(-1, s, q),
+        push_update_s=rng.uniform(0, 2e-3, q),
+        pull_start_s=0.003 * (seed % 2),
+        overhead_s=0.002,
+    )
+
+
+@pytest.mark.parametrize("policy", ["tf_default", "tictac", "fifo_random"])
+def test_pulls_aggregated_per_gate_give_the_per_tensor_figures(policy, monkeypatch):
+    # The fast loop sends each run of pulls that release the same segments as one
+    # flow; one flow per pull (the reference) must give the same figures. Runs are
+    # short: over tens of steps at large N the model itself amplifies rounding
+    # (a 1-ulp change of the bandwidth moves steps_per_s by ~1 % at N = 64 × 50),
+    # so longer runs would compare rounding, not the aggregation.
+    fields = (
+        "steps_per_s",
+        "mean_step_s",
+        "ps_down_util",
+        "ps_up_util",
+        "blocked_fraction",
+        "sim_time_s",
+        "bytes_pulled",
+        "bytes_pushed",
+    )
+    cases = [(synthetic_resnet50(), 1.25e8, 4)] + [
+        (_random_workload(seed), 2e7, 10) for seed in range(4)
+    ]
+    aggregated_events = per_tensor_events = 0
+    for (w, bw, steps), n, per_node, disc in itertools.product(
+        cases, (1, 2, 5, 16, 64), (1, 4), ("fair", "fifo")
+    ):
+        kw = {"policy": policy, "seed": 11, "workers_per_node": per_node, "ps_discipline": disc}
+        log_a: list[list[float]] = []
+        agg = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_a, **kw)
+        log_t: list[list[float]] = []
+        with monkeypatch.context() as m:
+            m.setattr(async_ps, "_AGGREGATE_PULLS", False)
+            ref = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_t, **kw)
+        for name in fields:
+            assert getattr(agg, name) == pytest.approx(getattr(ref, name), rel=1e-9), name
+        assert np.allclose(log_a, log_t, rtol=1e-9, atol=0)
+        aggregated_events += agg.events
+        per_tensor_events += ref.events
+    assert aggregated_events < per_tensor_events

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
 from sgdsim.simulation.engine import RawRun, policy_spec, run_general
@@ -57,6 +59,10 @@ _WHOLE_TENSOR_FIFO = frozenset({"tf_default", "tictac", "fifo_random"})
 # event kinds; the number is also the tie-break priority at equal times
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
 _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
+
+# the fast loop sends each run of pulls that release the same segments as one
+# flow (see _pull_flows); tests switch it off to compare with one flow per pull
+_AGGREGATE_PULLS = True
 
 
 @dataclass(frozen=True)
@@ -312,6 +318,44 @@ def simulate_async(
     )
 
 
+def _pull_flows(
+    order: npt.NDArray[np.int64],
+    pull_bytes: npt.NDArray[np.float64],
+    pull_gate: npt.NDArray[np.int64],
+    n_seg: int,
+    aggregate: bool,
+) -> tuple[list[tuple[float, int]], list[int]]:
+    """The flows that carry one step's pulls, issued in ``order``, and what gates on them.
+
+    Within the connection the pulls arrive in issue order, so the pull at
+    position ``k`` holds up segment ``s`` exactly when some pull at or after
+    ``k`` has gate ``≤ s``: its effective gate is the minimum gate from ``k``
+    on (non-decreasing along the order). Consecutive pulls with the same
+    effective gate release nothing between them, so with ``aggregate`` they
+    travel as one flow of their summed bytes, which leaves when the last of
+    them would (the link serves a connection's flows back to back at its
+    share, :class:`~sgdsim.simulation.link.PSLink`); otherwise one flow per pull.
+
+    Returns:
+        ``flows``: ``(bytes, label)`` in issue order, the label being the flow's
+        index (aggregated) or the pull's index (one flow per pull);
+        ``req``: (S + 1,) flows that must have arrived before segment ``s`` may
+        start (``req[S]``: before the step may end).
+    """
+    if len(order) == 0:
+        return [], [0] * (n_seg + 1)
+    eff = np.minimum.accumulate(pull_gate[order][::-1])[::-1]
+    if aggregate:
+        starts = np.flatnonzero(np.concatenate(([True], eff[1:] != eff[:-1])))
+        sizes = np.add.reduceat(pull_bytes[order], starts).tolist()
+        flows = list(zip(sizes, range(len(sizes)), strict=True))
+        eff = eff[starts]
+    else:
+        flows = list(zip(pull_bytes[order].tolist(), order.tolist(), strict=True))
+    req = np.searchsorted(eff, np.arange(n_seg + 1), side="right").tolist()
+    return flows, req
+
+
 def _run_fast(
     workload: Workload,
     network: Network,
@@ -324,17 +368,21 @@ def _run_fast(
     workers_per_node: int,
     ps_discipline: str,
 ) -> RawRun:
-    """The loop of the whole-tensor FIFO policies on one PS: several tensors per
-    connection on the virtual-time link, departures and segment chains taken
-    inline without heap operations when nothing else comes first."""
+    """The loop of the whole-tensor FIFO policies on one PS.
+
+    The PS NIC is :class:`~sgdsim.simulation.link.PSLink`'s virtual-time link
+    inlined (same arithmetic, so one flow per tensor gives the same figures
+    bit for bit); departures and segment chains are taken without heap
+    operations when nothing else comes first. Each step's pulls travel as
+    one flow per run of pulls that release the same segments
+    (:func:`_pull_flows`), unless ``trace`` asks for every tensor; pushes
+    stay one flow per tensor, since each reaches the shared PS CPU on its own.
+    """
     rng = np.random.default_rng(seed)
 
     seg_dur = workload.seg_dur_s.tolist()
     n_seg = len(seg_dur)
-    pull_bytes = workload.pull_bytes.tolist()
-    pull_gate = workload.pull_gate.tolist()
-    n_pull = len(pull_bytes)
-    base_pending = np.bincount(workload.pull_gate, minlength=n_seg + 1).tolist()
+    n_pull = len(workload.pull_bytes)
     push_bytes = workload.push_bytes.tolist()
     push_update = workload.push_update_s.tolist()
     n_push = len(push_bytes)
@@ -344,16 +392,43 @@ def _run_fast(
     latency = network.latency_s
     pull_start = workload.pull_start_s
     overhead = workload.overhead_s
-    pull_order = pull_issue_order(workload, policy)
+    aggregate = _AGGREGATE_PULLS and trace is None
+    random_order = policy == "fifo_random"
+    pull_bytes_a = np.asarray(workload.pull_bytes, np.float64)
+    pull_gate_a = np.asarray(workload.pull_gate, np.int64)
+
+    def chunks(order: npt.NDArray[np.int64]) -> tuple[list[tuple[float, int]], list[int]]:
+        return _pull_flows(order, pull_bytes_a, pull_gate_a, n_seg, aggregate)
+
+    fixed_flows, fixed_req = chunks(np.asarray(pull_issue_order(workload, policy), np.int64))
 
     shared_cpu = workers_per_node > 1
     n_nodes = -(-workers // workers_per_node)
-    # links 0, 1: the PS NIC per direction; links 2+: the cores of each worker node
-    # (capacity 1: one second of profiled compute per second when alone)
-    links = [PSLink(network.bandwidth_Bps), PSLink(network.bandwidth_Bps)]
-    if shared_cpu:
-        links += [PSLink(1.0) for _ in range(n_nodes)]
-    link_version = [0] * len(links)
+    # the cores of each worker node, a link of capacity 1 (one second of
+    # profiled compute per second when alone); index 2 + node in events
+    cores = [PSLink(1.0) for _ in range(n_nodes)] if shared_cpu else []
+    # with one FIFO queue for all workers the link cannot tell flows apart by
+    # connection, so each payload carries its worker: label + worker * stride
+    fifo = ps_discipline == "fifo"
+    stride = max(n_pull, n_push) + 1
+    n_conn = 1 if fifo else workers
+    # the PS NIC, per direction (_DOWN, _UP): PSLink's state, inlined. Each
+    # connection queues (tag, bytes, payload), tag the virtual time g at which
+    # the flow leaves; the heap holds (tag of the head flow, seq, connection)
+    # of every busy connection.
+    cap = float(network.bandwidth_Bps)
+    queues: list[list[deque[tuple[float, float, int]]]] = [
+        [deque() for _ in range(n_conn)] for _ in range(2)
+    ]
+    heaps: list[list[tuple[float, int, int]]] = [[], []]
+    vg = [0.0, 0.0]  # virtual time: bytes served to each busy connection
+    vt = [0.0, 0.0]  # real time vg was last advanced to
+    k_busy = [0, 0]  # busy connections
+    nic_busy = [0.0, 0.0]
+    nic_bytes = [0.0, 0.0]
+    hseq = 0
+
+    link_version = [0] * (2 + n_nodes)
     seg_start = [0.0] * workers
     events: list[tuple[float, int, int, int, int, int]] = []
     seq = 0
@@ -368,17 +443,48 @@ def _run_fast(
         heapq.heappush(events, (t, kind, seq, kind, a, b))
         seq += 1
 
-    def reschedule(li: int) -> None:
+    def nic_add(d: int, now: float, flows: list[tuple[float, int]], conn: int) -> None:
+        """Flows ``(bytes, payload)`` join connection ``conn`` of direction ``d`` at ``now``."""
+        nonlocal hseq
+        if not flows:
+            return
+        k = k_busy[d]
+        if k:
+            dt = now - vt[d]
+            vg[d] += dt * cap / k
+            nic_busy[d] += dt
+        vt[d] = now
+        q = queues[d][conn]
+        if q:
+            tag = q[-1][0]
+            for size, payload in flows:
+                tag += size
+                q.append((tag, size, payload))
+            return
+        tag = vg[d]
+        for size, payload in flows:
+            tag += size
+            q.append((tag, size, payload))
+        k_busy[d] = k + 1
+        heapq.heappush(heaps[d], (q[0][0], hseq, conn))
+        hseq += 1
+        # every departure time changed
+        link_version[d] += 1
+        gap = heaps[d][0][0] - vg[d]
+        push_event(now + (gap if gap > 0.0 else 0.0) * (k + 1) / cap, _DEPART, d, link_version[d])
+
+    def reschedule_cores(li: int) -> None:
         link_version[li] += 1
-        t = links[li].next_departure()
+        t = cores[li - 2].next_departure()
         if t is not None:
             push_event(t, _DEPART, li, link_version[li])
 
     # per-worker state
     seg = [0] * workers
     running = [False] * workers
-    pending: list[list[int]] = [[] for _ in range(workers)]
-    pulls_left = [0] * workers
+    arrived = [0] * workers  # pull flows arrived this step
+    n_flows = [len(fixed_flows)] * workers  # pull flows this step (-1: not issued yet)
+    req = [fixed_req] * workers
     pushes_left = [0] * workers
     last_update = [0.0] * workers
     ending = [False] * workers
@@ -388,13 +494,13 @@ def _run_fast(
 
     def try_start(w: int, now: float) -> None:
         s = seg[w]
-        if not running[w] and s < n_seg and pending[w][s] == 0:
+        if not running[w] and s < n_seg and arrived[w] >= req[w][s]:
             running[w] = True
             if shared_cpu:
                 seg_start[w] = now
-                li = 2 + w // workers_per_node
-                if links[li].add(now, seg_dur[s], s, w):
-                    reschedule(li)
+                node = w // workers_per_node
+                if cores[node].add(now, seg_dur[s], s, w):
+                    reschedule_cores(2 + node)
             else:
                 push_event(now + seg_dur[s], _SEG_END, w)
 
@@ -412,25 +518,20 @@ def _run_fast(
         else:
             check_end(w, now)
 
-    # with one FIFO queue for all workers the link cannot tell flows apart by
-    # connection, so each payload carries its worker: index + worker * stride
-    fifo = ps_discipline == "fifo"
-    stride = max(n_pull, n_push) + 1
-    pull_flows = [(pull_bytes[p], p) for p in pull_order]
     push_flows = [[(push_bytes[q], q) for q in slot] for slot in pushes_after]
 
     def join_pulls(w: int, now: float) -> None:
-        if policy == "fifo_random":
-            flows = [(pull_bytes[p], p) for p in rng.permutation(n_pull).tolist()]
+        if random_order:
+            flows, req[w] = chunks(rng.permutation(n_pull))
+            n_flows[w] = len(flows)
         else:
-            flows = pull_flows
+            flows = fixed_flows
         if trace is not None:
             for _, p in flows:
                 joined[w][p] = now
         if fifo:
             flows = [(b, p + w * stride) for b, p in flows]
-        if links[_DOWN].add_batch(now, flows, 0 if fifo else w):
-            reschedule(_DOWN)
+        nic_add(_DOWN, now, flows, 0 if fifo else w)
 
     def join_pushes(w: int, slot: int, now: float) -> None:
         flows = push_flows[slot]
@@ -439,11 +540,10 @@ def _run_fast(
                 push_joined[w][q] = now
         if fifo:
             flows = [(b, q + w * stride) for b, q in flows]
-        if links[_UP].add_batch(now, flows, 0 if fifo else w):
-            reschedule(_UP)
+        nic_add(_UP, now, flows, 0 if fifo else w)
 
     def check_end(w: int, now: float) -> None:
-        if not ending[w] and seg[w] == n_seg and pulls_left[w] == 0 and pushes_left[w] == 0:
+        if not ending[w] and seg[w] == n_seg and arrived[w] == n_flows[w] and pushes_left[w] == 0:
             ending[w] = True
             push_event(max(now, last_update[w]), _STEP_END, w)
 
@@ -463,36 +563,60 @@ def _run_fast(
             start = 0.0 if w == 0 else float(rng.uniform(0.0, t1))
         push_event(start, _STEP_START, w)
 
+    heappush, heappop, heapreplace = heapq.heappush, heapq.heappop, heapq.heapreplace
     now = 0.0
     while events:
-        now, _, _, kind, a, b = heapq.heappop(events)
+        now, _, _, kind, a, b = heappop(events)
         if kind == _DEPART and b != link_version[a]:
             continue  # stale: the link changed since this was scheduled
         n_events += 1
         if kind == _DEPART and a >= 2:  # a node's cores finished a segment
-            _, w, t_next = links[a].pop_next(now)
+            _, w, t_next = cores[a - 2].pop_next(now)
             link_version[a] += 1
             if t_next is not None:
                 push_event(t_next, _DEPART, a, link_version[a])
             end_segment(w, now)
         elif kind == _DEPART:
-            link = links[a]
+            h = heaps[a]
+            qs = queues[a]
+            k = k_busy[a]
+            g = vg[a]
+            t_last = vt[a]
+            nb = nic_busy[a]
+            nbytes = nic_bytes[a]
             while True:
-                idx, w, t_next = link.pop_next(now)
+                # advance the virtual clock to now and pop the head of the first connection
+                dt = now - t_last
+                g += dt * cap / k
+                nb += dt
+                t_last = now
+                c = h[0][2]
+                fq = qs[c]
+                _, size, payload = fq.popleft()
+                nbytes += size
+                if fq:
+                    heapreplace(h, (fq[0][0], hseq, c))
+                    hseq += 1
+                else:
+                    heappop(h)
+                    k -= 1
                 if fifo:
-                    w, idx = divmod(idx, stride)
+                    w, idx = divmod(payload, stride)
+                else:
+                    w, idx = c, payload
                 if trace is not None:
                     t_join = joined[w][idx] if a == _DOWN else push_joined[w][idx]
-                    c = 0 if fifo else w  # the queue this flow waited in
                     begin = max(t_join, conn_free[a][c])
                     trace.append((PULL if a == _DOWN else PUSH, w, idx, begin, now))
                     conn_free[a][c] = now
                 if a == _DOWN:
-                    g = pull_gate[idx]
-                    pending[w][g] -= 1
-                    pulls_left[w] -= 1
-                    if g == seg[w]:
-                        try_start(w, now)
+                    got = arrived[w] + 1
+                    arrived[w] = got
+                    s = seg[w]
+                    if s < n_seg:
+                        if not running[w] and got >= req[w][s]:
+                            try_start(w, now)
+                    elif got == n_flows[w]:
                         check_end(w, now)
                 else:
                     start = now if now > ps_free else ps_free
@@ -502,18 +626,28 @@ def _run_fast(
                     if ps_free > last_update[w]:
                         last_update[w] = ps_free
                     pushes_left[w] -= 1
-                    check_end(w, now)
-                if t_next is not None and (not events or t_next < events[0][0]):
-                    # the link's next departure precedes every pending event: take it
-                    # now, exactly as the queue would (no other event can come first)
-                    now = t_next
-                    n_events += 1
-                    continue
-                link_version[a] += 1
-                if t_next is not None:
-                    heapq.heappush(events, (t_next, _DEPART, seq, _DEPART, a, link_version[a]))
+                    if not pushes_left[w]:
+                        check_end(w, now)
+                if h:
+                    gap = h[0][0] - g
+                    t_next = now + (gap if gap > 0.0 else 0.0) * k / cap
+                    if not events or t_next < events[0][0]:
+                        # the link's next departure precedes every pending event: take it
+                        # now, exactly as the queue would (no other event can come first)
+                        now = t_next
+                        n_events += 1
+                        continue
+                    link_version[a] += 1
+                    heappush(events, (t_next, _DEPART, seq, _DEPART, a, link_version[a]))
                     seq += 1
+                else:
+                    link_version[a] += 1
                 break
+            k_busy[a] = k
+            vg[a] = g
+            vt[a] = t_last
+            nic_busy[a] = nb
+            nic_bytes[a] = nbytes
         elif kind == _JOIN:
             li, slot = divmod(b, 1 << 30)
             if li == _DOWN:
@@ -522,18 +656,20 @@ def _run_fast(
                 join_pushes(a, slot, now)
         elif kind == _SEG_END:
             w = a
+            rw = req[w]
             while True:
                 s = seg[w]
                 busy[w] += seg_dur[s]
                 if trace is not None:
                     trace.append((COMPUTE, w, s, now - seg_dur[s], now))
-                issue_pushes(w, s + 1, now)
+                if pushes_after[s + 1]:
+                    issue_pushes(w, s + 1, now)
                 s += 1
                 seg[w] = s
                 if s == n_seg:
                     running[w] = False
                     check_end(w, now)
-                elif pending[w][s] == 0:  # the next segment can start at once
+                elif arrived[w] >= rw[s]:  # the next segment can start at once
                     t_end = now + seg_dur[s]
                     if not events or t_end < events[0][0]:
                         now = t_end  # and it ends before any pending event: run it now
@@ -553,8 +689,9 @@ def _run_fast(
             seg[w] = 0
             running[w] = False
             ending[w] = False
-            pending[w] = list(base_pending)
-            pulls_left[w] = n_pull
+            arrived[w] = 0
+            if random_order and n_pull:
+                n_flows[w] = -1  # drawn when the pulls are issued
             pushes_left[w] = n_push
             last_update[w] = now
             issue_pushes(w, 0, now)
@@ -571,13 +708,13 @@ def _run_fast(
         busy=busy,
         now=now,
         events=n_events,
-        bytes_pulled=links[_DOWN].bytes_done,
-        bytes_pushed=links[_UP].bytes_done,
-        down_busy_s=links[_DOWN].busy_s,
-        up_busy_s=links[_UP].busy_s,
+        bytes_pulled=nic_bytes[_DOWN],
+        bytes_pushed=nic_bytes[_UP],
+        down_busy_s=nic_busy[_DOWN],
+        up_busy_s=nic_busy[_UP],
         nic={
-            "ps0.out": (links[_DOWN].bytes_done, links[_DOWN].busy_s),
-            "ps0.in": (links[_UP].bytes_done, links[_UP].busy_s),
+            "ps0.out": (nic_bytes[_DOWN], nic_busy[_DOWN]),
+            "ps0.in": (nic_bytes[_UP], nic_busy[_UP]),
         },
     )
 
