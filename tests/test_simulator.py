@@ -414,7 +414,7 @@ def test_pulls_aggregated_per_gate_give_the_per_tensor_figures(policy, monkeypat
         agg = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_a, **kw)
         log_t: list[list[float]] = []
         with monkeypatch.context() as m:
-            m.setattr(async_ps, "_AGGREGATE_PULLS", False)
+            m.setattr(async_ps, "_BULK", False)
             ref = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_t, **kw)
         for name in fields:
             assert getattr(agg, name) == pytest.approx(getattr(ref, name), rel=1e-9), name

@@ -60,9 +60,11 @@ _WHOLE_TENSOR_FIFO = frozenset({"tf_default", "tictac", "fifo_random"})
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
 _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 
-# the fast loop sends each run of pulls that release the same segments as one
-# flow (see _pull_flows); tests switch it off to compare with one flow per pull
-_AGGREGATE_PULLS = True
+# the fast loop works in bulk: each run of pulls that release the same segments
+# is one flow (see _pull_flows), a worker's segments run ahead until one waits
+# for a pull, and pushes join a connection that is busy until they are due at
+# once; tests switch it off to compare with one event per tensor and segment
+_BULK = True
 
 
 @dataclass(frozen=True)
@@ -392,7 +394,8 @@ def _run_fast(
     latency = network.latency_s
     pull_start = workload.pull_start_s
     overhead = workload.overhead_s
-    aggregate = _AGGREGATE_PULLS and trace is None
+    bulk = _BULK and trace is None
+    aggregate = bulk
     random_order = policy == "fifo_random"
     pull_bytes_a = np.asarray(workload.pull_bytes, np.float64)
     pull_gate_a = np.asarray(workload.pull_gate, np.int64)
@@ -411,6 +414,12 @@ def _run_fast(
     # connection, so each payload carries its worker: label + worker * stride
     fifo = ps_discipline == "fifo"
     stride = max(n_pull, n_push) + 1
+    # segment chains run ahead of the clock (not with shared cores, whose speed
+    # depends on the node's other workers), and their pushes join a busy
+    # connection early (not with one FIFO queue, where others' pushes may join
+    # in between)
+    eager = bulk and not shared_cpu
+    early = eager and not fifo
     n_conn = 1 if fifo else workers
     # the PS NIC, per direction (_DOWN, _UP): PSLink's state, inlined. Each
     # connection queues (tag, bytes, payload), tag the virtual time g at which
@@ -488,13 +497,22 @@ def _run_fast(
     pushes_left = [0] * workers
     last_update = [0.0] * workers
     ending = [False] * workers
+    free_at = [0.0] * workers  # when the worker's compute reaches seg[w] (eager chains)
+    # push batches issued ahead by eager chains, (due time, slot), per worker: the
+    # first joins by a JOIN event if the connection is idle, else all that are due
+    # join when it empties (while busy, the join time does not matter)
+    due_pushes: list[deque[tuple[float, int]]] = [deque() for _ in range(workers)]
     busy = [0.0] * workers
     step_ends: list[list[float]] = [[] for _ in range(workers)]
     ps_free = 0.0
 
     def try_start(w: int, now: float) -> None:
         s = seg[w]
-        if not running[w] and s < n_seg and arrived[w] >= req[w][s]:
+        if eager:
+            if s < n_seg and arrived[w] >= req[w][s]:
+                t = free_at[w]
+                run_chain(w, t if t > now else now, now)
+        elif not running[w] and s < n_seg and arrived[w] >= req[w][s]:
             running[w] = True
             if shared_cpu:
                 seg_start[w] = now
@@ -542,10 +560,49 @@ def _run_fast(
             flows = [(b, q + w * stride) for b, q in flows]
         nic_add(_UP, now, flows, 0 if fifo else w)
 
+    def run_chain(w: int, t: float, now: float) -> None:
+        """Worker ``w`` runs its segments from ``seg[w]`` on, starting at ``t`` ≥ ``now``,
+        until one waits for a pull that has not arrived or the step's compute ends."""
+        s = seg[w]
+        rw = req[w]
+        got = arrived[w]
+        spent = busy[w]
+        while True:
+            d = seg_dur[s]
+            t += d
+            spent += d
+            s += 1
+            if pushes_after[s]:
+                issue_pushes_at(w, s, t, now)
+            if s == n_seg or got < rw[s]:
+                break
+        busy[w] = spent
+        seg[w] = s
+        free_at[w] = t
+        if s == n_seg:
+            check_end(w, now)
+
+    def issue_pushes_at(w: int, slot: int, t: float, now: float) -> None:
+        """The pushes of ``slot`` are issued at ``t`` ≥ ``now`` (eager chains)."""
+        due = t + latency
+        if early:
+            pq = due_pushes[w]
+            if pq or queues[_UP][w]:
+                pq.append((due, slot))
+                return
+            if due > now:
+                pq.append((due, slot))
+                push_event(due, _JOIN, w, (_UP << 30) + slot)
+                return
+        elif due > now:
+            push_event(due, _JOIN, w, (_UP << 30) + slot)
+            return
+        join_pushes(w, slot, now)
+
     def check_end(w: int, now: float) -> None:
         if not ending[w] and seg[w] == n_seg and arrived[w] == n_flows[w] and pushes_left[w] == 0:
             ending[w] = True
-            push_event(max(now, last_update[w]), _STEP_END, w)
+            push_event(max(now, last_update[w], free_at[w]), _STEP_END, w)
 
     def issue_pushes(w: int, slot: int, now: float) -> None:
         if not pushes_after[slot]:
@@ -592,8 +649,17 @@ def _run_fast(
                 t_last = now
                 c = h[0][2]
                 fq = qs[c]
-                _, size, payload = fq.popleft()
+                tag, size, payload = fq.popleft()
                 nbytes += size
+                if not fq and early and a == _UP and due_pushes[c]:
+                    # the connection empties: the batches due by now joined it while busy
+                    pq = due_pushes[c]
+                    while pq and pq[0][0] < now:
+                        for bsize, bpayload in push_flows[pq.popleft()[1]]:
+                            tag += bsize
+                            fq.append((tag, bsize, bpayload))
+                    if not fq:
+                        push_event(pq[0][0], _JOIN, c, (_UP << 30) + pq[0][1])
                 if fq:
                     heapreplace(h, (fq[0][0], hseq, c))
                     hseq += 1
@@ -652,6 +718,10 @@ def _run_fast(
             li, slot = divmod(b, 1 << 30)
             if li == _DOWN:
                 join_pulls(a, now)
+            elif early:
+                pq = due_pushes[a]
+                while pq and pq[0][0] <= now:
+                    join_pushes(a, pq.popleft()[1], now)
             else:
                 join_pushes(a, slot, now)
         elif kind == _SEG_END:
@@ -690,11 +760,16 @@ def _run_fast(
             running[w] = False
             ending[w] = False
             arrived[w] = 0
+            free_at[w] = now
             if random_order and n_pull:
                 n_flows[w] = -1  # drawn when the pulls are issued
             pushes_left[w] = n_push
             last_update[w] = now
-            issue_pushes(w, 0, now)
+            if eager:
+                if pushes_after[0]:
+                    issue_pushes_at(w, 0, now, now)
+            else:
+                issue_pushes(w, 0, now)
             if n_pull:
                 if pull_start > 0 or latency > 0:
                     push_event(now + pull_start + latency, _JOIN, w, _DOWN << 30)
