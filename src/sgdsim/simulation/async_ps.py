@@ -373,12 +373,22 @@ def _run_fast(
     """The loop of the whole-tensor FIFO policies on one PS.
 
     The PS NIC is :class:`~sgdsim.simulation.link.PSLink`'s virtual-time link
-    inlined (same arithmetic, so one flow per tensor gives the same figures
-    bit for bit); departures and segment chains are taken without heap
-    operations when nothing else comes first. Each step's pulls travel as
-    one flow per run of pulls that release the same segments
-    (:func:`_pull_flows`), unless ``trace`` asks for every tensor; pushes
-    stay one flow per tensor, since each reaches the shared PS CPU on its own.
+    inlined (same arithmetic: with ``_BULK`` off it gives the figures of one
+    event per tensor and segment bit for bit); departures are taken without
+    heap operations when nothing else comes first. In bulk (``_BULK``, no
+    ``trace``):
+
+    - each step's pulls travel as one flow per run of pulls that release the
+      same segments (:func:`_pull_flows`);
+    - a worker runs its segments at once until one waits for a pull that has
+      not arrived (with shared cores, one event per segment as before);
+    - the push batches those segments issue join the worker's connection by a
+      JOIN event only if it is idle when they are due; while it is busy their
+      join time does not matter, so they join when it empties (with one FIFO
+      queue for all workers, one JOIN event per batch as before).
+
+    Pushes stay one flow per tensor: each reaches the shared PS CPU on its
+    own, in the order of arrival over all workers.
     """
     rng = np.random.default_rng(seed)
 
