@@ -82,6 +82,7 @@ CREATE TABLE params (
     first_consumer_op VARCHAR,          -- first worker op (forward) reading it
     gradient_op       VARCHAR,          -- worker op producing its gradient
     gradient_tensor   VARCHAR,          -- transfers.tensor of the push carrying the gradient
+    pull_tensor       VARCHAR,          -- transfers.tensor of the pull carrying the variable
     update_op         VARCHAR,          -- PS op applying the update
     first_use_us      DOUBLE,           -- median start of the first consumer, µs after step start
     gradient_ready_us DOUBLE,           -- median end of the gradient producer, µs after step start
