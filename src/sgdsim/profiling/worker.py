@@ -28,6 +28,9 @@ from typing import Any
 
 from sgdsim.profiling.spec import ProfileSpec
 
+#: Session calls that fetch one small tensor from the PS, timed after the steps.
+RTT_PROBES = 30
+
 
 def log(msg: str) -> None:
     print(f"[profile] {msg}", file=sys.stderr, flush=True)
@@ -116,6 +119,12 @@ def run_worker(
                 }
             )
         param_count = int(sum(int(v.shape.num_elements()) for _, v in grads_and_vars))
+        # one tensor from the PS to this worker: a RecvTensor round trip (see rpc_rtt_s)
+        with tf.compat.v1.device(worker_device):
+            rtt_probe = tf.identity(
+                tf.compat.v1.train.get_global_step().read_value(), name="rtt_probe"
+            )
+            local_probe = tf.identity(tf.constant(0, tf.int64), name="local_probe")
         graph.finalize()
 
     log(
@@ -169,6 +178,19 @@ def run_worker(
                     + (f", PS CPU {ps_cpu[-1]:.4f} s" if ps_cpu else "")
                 )
 
+        # Round trip of one small tensor PS -> worker: what each link of an
+        # enforced pull order costs (see enforce_pull_order). The same call for a
+        # worker-local tensor measures the session's own cost, which is subtracted.
+        rtt: list[float] = []
+        local: list[float] = []
+        for _ in range(RTT_PROBES):
+            for probe, times in ((rtt_probe, rtt), (local_probe, local)):
+                t = time.perf_counter()
+                sess.run(probe)
+                times.append(time.perf_counter() - t)
+        rpc_rtt = max(0.0, statistics.median(rtt) - statistics.median(local))
+        log(f"RPC round trip (small tensor from the PS): {rpc_rtt * 1e3:.3f} ms")
+
     med_u, med_t = statistics.median(untraced), statistics.median(traced)
     q = statistics.quantiles(untraced, n=4) if len(untraced) > 1 else [med_u, med_u, med_u]
     log(
@@ -188,6 +210,7 @@ def run_worker(
         "param_bytes": int(sum(v["bytes"] for v in variables if v["trainable"])),
         "untraced_step_s": untraced,
         "traced_step_s": traced,
+        "rpc_rtt_s": rpc_rtt,
         "worker_cpu_s": worker_cpu,
         "ps_cpu_s": ps_cpu,
         "node_cores": len(os.sched_getaffinity(0))

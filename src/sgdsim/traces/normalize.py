@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -246,6 +247,19 @@ def normalize_profile(
         ps_tasks=None if ps_tasks is None else int(ps_tasks),
         params=params,
     )
+    # CPU and RPC figures of the run (absent from profiles taken before they existed)
+    med_or_none = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    worker_cpu = med_or_none(meta.get("worker_cpu_s") or [])
+    ps_cpu = med_or_none(meta.get("ps_cpu_s") or [])
+    rpc_rtt = meta.get("rpc_rtt_s")
+    cores = meta.get("node_cores")
+    workload = dataclasses.replace(
+        workload,
+        worker_cpu_s=worker_cpu,
+        ps_cpu_s=ps_cpu,
+        node_cores=cores,
+        rpc_rtt_s=float(rpc_rtt) if rpc_rtt is not None else 0.0,
+    )
     net, net_rms = profile_network(transfers)
     loopback = Network(net.bandwidth_Bps, 0.0, "profile")  # its latency is in pull_start_s
     replay = simulate_async(workload, loopback, workers=1, steps_per_worker=12, warmup_steps=2)
@@ -283,6 +297,10 @@ def normalize_profile(
                 "trace_span_s": statistics.median(span) * 1e-6,
                 "trace_span_iqr_s": (qs[2] - qs[0]) * 1e-6,
                 "worker_busy_s": statistics.median(steps["worker_busy_us"].to_list()) * 1e-6,
+                "worker_cpu_s": worker_cpu,
+                "ps_cpu_s": ps_cpu,
+                "node_cores": cores,
+                "rpc_rtt_s": rpc_rtt,
             }
         ]
     )
