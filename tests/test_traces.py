@@ -6,6 +6,7 @@ import json
 import math
 import re
 import shutil
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,23 @@ def test_two_ps_shards_hold_the_variables_where_tensorflow_placed_them(
         pushes_j = step0.filter((pl.col("direction") == "push") & (pl.col("ps_task") == j))
         assert sorted(w.push_bytes[w.pushes_shard == j]) == sorted(pushes_j["bytes"].to_list())
     assert np.isin(w.pulls_shard, [0, 1]).all() and np.isin(w.pushes_shard, [0, 1]).all()
+
+
+def test_profile_measures_cpu_per_step_and_the_rpc_round_trip(lenet_profile: Path, tmp_path: Path):
+    meta = json.loads((lenet_profile / "meta.json").read_text())
+    n = len(meta["untraced_step_s"])
+    assert len(meta["worker_cpu_s"]) == n and len(meta["ps_cpu_s"]) == n
+    # the worker computes every step: it used CPU; LeNet5 on one thread cannot use
+    # more than (threads + gRPC's own threads) x wall time, so stay within 4 x wall
+    for cpu, wall in zip(meta["worker_cpu_s"], meta["untraced_step_s"], strict=True):
+        assert 0 < cpu < 4 * wall
+    assert all(c > 0 for c in meta["ps_cpu_s"])  # the PS served pulls and pushes
+    assert 0 <= meta["rpc_rtt_s"] < 0.1
+    assert meta["node_cores"] >= 1
+    normalize_profile(str(lenet_profile), str(tmp_path / "t"), str(tmp_path / "w.json"))
+    w = Workload.load(str(tmp_path / "w.json"))
+    assert w.worker_cpu_s == pytest.approx(statistics.median(meta["worker_cpu_s"]))
+    assert w.ps_cpu_s == pytest.approx(statistics.median(meta["ps_cpu_s"]))
+    assert w.rpc_rtt_s == pytest.approx(meta["rpc_rtt_s"]) and w.node_cores == meta["node_cores"]
+    prof = pl.read_parquet(tmp_path / "t" / "profile.parquet")
+    assert prof["worker_cpu_s"][0] == pytest.approx(w.worker_cpu_s)
