@@ -50,10 +50,14 @@ def test_policy_figure_has_one_line_per_policy():
     assert "1Gbps" in fig.layout.title.text
 
 
-def tiny_config_workers() -> list[int]:
+def tiny_config() -> dict:
     import yaml
 
-    return yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())["workers"]
+    return yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+
+
+def tiny_config_workers() -> list[int]:
+    return tiny_config()["workers"]
 
 
 def _browser_missing() -> str | None:
@@ -155,9 +159,10 @@ def test_scaling_page_renders_and_reacts_in_headless_chromium(dashboard_url: str
         def policy_lines(d):
             return d.find_elements(By.CSS_SELECTOR, "#policies-graph .scatterlayer .trace")
 
-        wait.until(lambda d: len(policy_lines(d)) == 3)
+        policies = sorted(tiny_config()["policies"])
+        wait.until(lambda d: len(policy_lines(d)) == len(policies))
         legend = driver.find_elements(By.CSS_SELECTOR, "#policies-graph .legendtext")
-        assert sorted(e.text for e in legend) == ["fifo_random", "tf_default", "tictac"]
+        assert sorted(e.text for e in legend) == policies
     finally:
         driver.quit()
         shutil.rmtree(profile_dir, ignore_errors=True)

@@ -12,8 +12,10 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
+from test_zoo import pushes_map_to_their_own_pulls
 
 from sgdsim.errors import StoreError, TraceError
+from sgdsim.simulation import Workload
 from sgdsim.store import imported_tables_dirs, publish
 from sgdsim.traces import normalize_profile, parse_step
 from sgdsim.traces.importer import import_run_metadata
@@ -43,6 +45,9 @@ def test_import_recovers_variables_from_the_partition_graphs(lenet_profile: Path
     assert params["update_op"].str.contains("ResourceApplyGradientDescent").all()
     assert (tmp_path / "imp" / "workloads" / "cluster" / "MyLeNet.json").is_file()
     assert prof["replay_step_s"] > 0
+    # P3's pull after update works on imported traces too
+    w = Workload.load(str(tmp_path / "imp" / "workloads" / "cluster" / "MyLeNet.json"))
+    pushes_map_to_their_own_pulls(tables, w)
 
 
 @pytest.mark.parametrize(

@@ -422,3 +422,44 @@ def test_pulls_aggregated_per_gate_give_the_per_tensor_figures(policy, monkeypat
         aggregated_events += agg.events
         per_tensor_events += ref.events
     assert aggregated_events < per_tensor_events
+
+
+def test_enforced_order_waits_one_round_trip_per_pull():
+    # tictac pulls one tensor at a time; in real TensorFlow the order is enforced by
+    # a control message per link of the chain, modelled as pull_gap_s between one
+    # pull's arrival and the next one's start. Two 1 MB pulls on 10 MB/s, one
+    # 0.1 s segment needing both, gap 0.05 s:
+    #   pull a 0.0-0.1, gap 0.1-0.15, pull b 0.15-0.25, compute 0.25-0.35 -> step 0.35 s
+    w = workload([0.1], [1e6, 1e6], [0, 0], [], [], [])
+    log: list[list[float]] = []
+    simulate_async(w, Network(1e7, 0.0), 1, 3, 0, policy="tictac", pull_gap_s=0.05, step_log=log)
+    assert log[0] == pytest.approx([0.35, 0.70, 1.05], rel=1e-12)
+    # without a gap the pulls run back to back: 0.2 + 0.1 per step
+    log = []
+    simulate_async(w, Network(1e7, 0.0), 1, 3, 0, policy="tictac", step_log=log)
+    assert log[0] == pytest.approx([0.3, 0.6, 0.9], rel=1e-12)
+    # tf_default issues every pull at once: the gap does not apply
+    log = []
+    simulate_async(
+        w, Network(1e7, 0.0), 1, 3, 0, policy="tf_default", pull_gap_s=0.05, step_log=log
+    )
+    assert log[0] == pytest.approx([0.3, 0.6, 0.9], rel=1e-12)
+
+
+def test_cpu_bound_is_cores_over_cpu_seconds_per_step():
+    import dataclasses
+    import math
+
+    from sgdsim.simulation.bounds import cpu_bound_steps_per_s
+
+    w = workload([0.1], [1e6], [0], [1e6], [0], [0.001])
+    assert math.isinf(cpu_bound_steps_per_s(w, 4, 1))  # not measured: no bound
+    w = dataclasses.replace(w, worker_cpu_s=0.3, ps_cpu_s=0.1, node_cores=2)
+    # testbed: PS and 4 workers on one 2-core node, 0.3 + 0.1 CPU s per step: 2 / 0.4
+    assert cpu_bound_steps_per_s(w, 4, 4, ps_with_workers=True) == pytest.approx(5.0)
+    # one worker per node, PS alone on a 2-core node: 2 / 0.1 (8 worker nodes: 8 * 2 / 0.3)
+    assert cpu_bound_steps_per_s(w, 8, 1) == pytest.approx(20.0)
+    # two workers per node on 1 node: 2 / 0.3 binds before the PS's 20
+    assert cpu_bound_steps_per_s(w, 2, 2) == pytest.approx(2 / 0.3)
+    with pytest.raises(ValueError, match="one node"):
+        cpu_bound_steps_per_s(w, 4, 2, ps_with_workers=True)

@@ -282,3 +282,34 @@ def test_rate_counts_whole_steps_inside_the_window():
     assert len(sub) == 3 and all(r > 0 for r in sub)
     with pytest.raises(MeasurementError, match="no common window"):
         summarize([[1.0, 2.0], [5.0, 6.0]], warmup_s=0.0)
+
+
+def test_saturation_point_is_the_first_n_that_gains_under_ten_percent():
+    from sgdsim.reports import saturation_n
+
+    assert saturation_n([1, 2, 3, 4], [0.63, 0.83, 1.00, 0.99]) == 3  # DESIGN.md's run
+    assert saturation_n([1, 2, 3, 4], [1.0, 2.0, 3.0, 4.0]) is None
+    assert saturation_n([4, 1, 2], [2.0, 1.0, 2.05]) == 2  # unordered input
+
+
+def test_validation_points_expand_networks_policies_and_n():
+    from sgdsim.config import validation_points
+
+    cfg = {
+        "validation": {
+            "hardware": "cpu",
+            "duration_s": 20,
+            "networks": [{"name": "a", "bandwidth_bps": 1e8}, {"name": "b", "bandwidth_bps": 2e8}],
+            "points": [
+                {"model": "M", "workers": [1, 2], "policies": ["tf_default", "tictac"]},
+                {"model": "L", "workers": [3], "networks": ["b"], "duration_s": 5},
+                {"model": "M", "workers": [1], "networks": ["a"]},  # duplicate of the first
+            ],
+        }
+    }
+    pts = validation_points(cfg)
+    assert len(pts) == 2 * 2 * 2 + 1
+    assert {
+        (p["model"], p["network"], p["policy"], p["workers"]) for p in pts if p["model"] == "L"
+    } == {("L", "b", "tf_default", 3)}
+    assert {p["duration_s"] for p in pts} == {20, 5}

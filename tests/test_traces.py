@@ -6,16 +6,17 @@ import json
 import math
 import re
 import shutil
+import statistics
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pytest
-from test_zoo import one_pull_and_one_push_per_variable
+from test_zoo import one_pull_and_one_push_per_variable, pushes_map_to_their_own_pulls
 
 from sgdsim.errors import TraceError
-from sgdsim.simulation import Workload
+from sgdsim.simulation import Network, Workload, simulate_async
 from sgdsim.traces import load_run_metadata, normalize_profile, parse_step
 
 
@@ -76,6 +77,44 @@ def test_normalize_writes_tables_and_a_calibrated_workload(lenet_profile: Path, 
     assert 0 < prof["worker_busy_s"] <= prof["trace_span_s"]
     assert 0 < prof["tracing_factor"] < 1.5
     assert (tmp_path / "w.json").is_file()
+
+
+def test_each_gradient_push_points_at_the_pull_of_its_variable(lenet_profile: Path, tmp_path: Path):
+    normalize_profile(lenet_profile, tmp_path / "tables", tmp_path / "w.json")
+    w = Workload.load(str(tmp_path / "w.json"))
+    pushes_map_to_their_own_pulls(tmp_path / "tables", w)
+    # the learning rate is pushed too, but carries no variable
+    assert (w.pushes_param == -1).sum() == len(w.push_bytes) - 10
+
+
+def test_p3_on_a_real_profile_pulls_after_update_and_is_not_slower_than_fifo_random(
+    lenet_profile: Path, tmp_path: Path
+):
+    """On a slow network the real LeNet5 step is communication bound: P3's pull after
+    update overlaps the next step's pulls with this step's pushes (both directions of
+    the full-duplex NICs), so it is not slower than fifo_random on average over seeds,
+    and faster than P3 without push_param (pulls at step start)."""
+    import dataclasses
+
+    normalize_profile(lenet_profile, tmp_path / "tables", tmp_path / "w.json")
+    w = Workload.load(str(tmp_path / "w.json"))
+    unknown = dataclasses.replace(w, push_param=None)
+    net = Network.from_bits(10e6, 1e-4, "10Mbit")
+
+    def mean_rate(workload: Workload, policy: str, workers: int) -> float:
+        return float(
+            np.mean(
+                [
+                    simulate_async(workload, net, workers, 12, 2, policy=policy, seed=s).steps_per_s
+                    for s in range(4)
+                ]
+            )
+        )
+
+    for n in (1, 4):
+        p3 = mean_rate(w, "p3", n)
+        assert p3 >= mean_rate(w, "fifo_random", n)
+        assert p3 > mean_rate(unknown, "p3", n)
 
 
 @pytest.mark.parametrize(
@@ -172,3 +211,23 @@ def test_two_ps_shards_hold_the_variables_where_tensorflow_placed_them(
         pushes_j = step0.filter((pl.col("direction") == "push") & (pl.col("ps_task") == j))
         assert sorted(w.push_bytes[w.pushes_shard == j]) == sorted(pushes_j["bytes"].to_list())
     assert np.isin(w.pulls_shard, [0, 1]).all() and np.isin(w.pushes_shard, [0, 1]).all()
+
+
+def test_profile_measures_cpu_per_step_and_the_rpc_round_trip(lenet_profile: Path, tmp_path: Path):
+    meta = json.loads((lenet_profile / "meta.json").read_text())
+    n = len(meta["untraced_step_s"])
+    assert len(meta["worker_cpu_s"]) == n and len(meta["ps_cpu_s"]) == n
+    # the worker computes every step: it used CPU; LeNet5 on one thread cannot use
+    # more than (threads + gRPC's own threads) x wall time, so stay within 4 x wall
+    for cpu, wall in zip(meta["worker_cpu_s"], meta["untraced_step_s"], strict=True):
+        assert 0 < cpu < 4 * wall
+    assert all(c > 0 for c in meta["ps_cpu_s"])  # the PS served pulls and pushes
+    assert 0 <= meta["rpc_rtt_s"] < 0.1
+    assert meta["node_cores"] >= 1
+    normalize_profile(str(lenet_profile), str(tmp_path / "t"), str(tmp_path / "w.json"))
+    w = Workload.load(str(tmp_path / "w.json"))
+    assert w.worker_cpu_s == pytest.approx(statistics.median(meta["worker_cpu_s"]))
+    assert w.ps_cpu_s == pytest.approx(statistics.median(meta["ps_cpu_s"]))
+    assert w.rpc_rtt_s == pytest.approx(meta["rpc_rtt_s"]) and w.node_cores == meta["node_cores"]
+    prof = pl.read_parquet(tmp_path / "t" / "profile.parquet")
+    assert prof["worker_cpu_s"][0] == pytest.approx(w.worker_cpu_s)

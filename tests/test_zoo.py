@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from conftest import small_spec
@@ -12,6 +13,7 @@ from sgdsim.models import MIN_IMAGE_SIZE, MODEL_NAMES
 from sgdsim.profiling import run_profile
 from sgdsim.simulation import Workload
 from sgdsim.traces import normalize_profile
+from sgdsim.traces.calibrate import match_pushes_to_pulls
 
 
 def profile_and_normalize(tmp: Path, model: str, **kw) -> Path:
@@ -61,6 +63,47 @@ def one_pull_and_one_push_per_variable(tables: Path) -> None:
     assert pushes["bytes"].sum() == params["bytes"].sum() * steps
 
 
+def pushes_map_to_their_own_pulls(tables: Path, workload: Workload) -> None:
+    """Every trainable variable's gradient push points (``push_param``) at the pull of
+    that same variable: names checked on the traced ops, independently of the params
+    table (the variable a pull's ``ReadVariableOp`` reads on the PS is the one the
+    push's ``ResourceApply*`` op updates), bytes and shards on the workload."""
+    params = pl.read_parquet(tables / "params.parquet")
+    trainable = params.filter("trainable")
+    ps = pl.read_parquet(tables / "ops.parquet").filter(pl.col("role") == "ps")
+    tr = pl.read_parquet(tables / "transfers.parquet").unique(["direction", "tensor"])
+    read_var = {
+        n: ins[0]
+        for n, t, ins in ps.select("name", "op_type", "inputs").iter_rows()
+        if t == "ReadVariableOp"
+    }
+    applied_var = {
+        x: ins[0]
+        for t, ins in ps.select("op_type", "inputs").iter_rows()
+        if t.startswith("ResourceApply")
+        for x in ins[1:]
+    }
+    pulls = tr.filter(pl.col("direction") == "pull").sort("tensor", descending=True)
+    pushes = tr.filter(pl.col("direction") == "push").sort("tensor")
+    pp = match_pushes_to_pulls(pulls["tensor"].to_list(), pushes["tensor"].to_list(), params)
+    pull_var = [read_var.get(s) for s in pulls["src_op"].to_list()]
+    push_var = [applied_var.get(r) for r in pushes["recv_node"].to_list()]
+    matched = {push_var[q]: pull_var[p] for q, p in enumerate(pp.tolist()) if p >= 0}
+    assert matched == {v: v for v in trainable["variable"].to_list()}
+    size = dict(trainable.select("variable", "bytes").iter_rows())
+    for q, p in enumerate(pp.tolist()):
+        if p >= 0:
+            assert pushes["bytes"][q] == pulls["bytes"][p] == size[push_var[q]]
+    # the workload, built from the same tables: one pull per gradient push, same bytes
+    # and shard; the other pushes (learning rate, BatchNorm batch statistics) get -1
+    w = workload.pushes_param
+    q = np.flatnonzero(w >= 0)
+    assert len(q) == trainable.height == len(set(w[q].tolist()))
+    assert (workload.push_bytes[q] == workload.pull_bytes[w[q]]).all()
+    assert (workload.pushes_shard[q] == workload.pulls_shard[w[q]]).all()
+    assert sorted(workload.push_bytes[q].tolist()) == sorted(map(float, trainable["bytes"]))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", MODEL_NAMES)
 def test_zoo_model_profiles_and_normalizes(model: str, tmp_path: Path):
@@ -69,6 +112,7 @@ def test_zoo_model_profiles_and_normalizes(model: str, tmp_path: Path):
     params = pl.read_parquet(tables / "params.parquet").filter("trainable")
     assert params["bytes"].sum() == prof["param_bytes"] == 4 * prof["param_count"]
     one_pull_and_one_push_per_variable(tables)
+    pushes_map_to_their_own_pulls(tables, Workload.load(str(tables.parent / "w.json")))
 
 
 @pytest.mark.slow
@@ -109,5 +153,6 @@ def test_batchnorm_model_on_two_ps_shards(tmp_path: Path):
         }
     w = Workload.load(str(tables.parent / "w.json"))
     assert w.ps_tasks == 2
+    pushes_map_to_their_own_pulls(tables, w)
     assert [w.pull_bytes[w.pulls_shard == j].sum() for j in (0, 1)] == [per_shard[0], per_shard[1]]
     assert [w.push_bytes[w.pushes_shard == j].sum() for j in (0, 1)] == [per_shard[0], per_shard[1]]

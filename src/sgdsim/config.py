@@ -90,7 +90,8 @@ def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[
 def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every measured point of ``config['validation']``, one dict each.
 
-    Keys: hardware, model, network, policy, workers. Duplicates removed, order kept.
+    Keys: hardware, model, network, policy, workers, duration_s. Duplicates (same
+    hardware, model, network, policy and N) removed, the first kept.
     """
     val = config.get("validation", {})
     nets = [n["name"] for n in val.get("networks", [])]
@@ -109,6 +110,7 @@ def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
                             "network": net,
                             "policy": policy,
                             "workers": n,
+                            "duration_s": pt.get("duration_s", val.get("duration_s", 20)),
                         },
                     )
     return list(out.values())

@@ -18,6 +18,7 @@ import polars as pl
 
 from sgdsim.errors import ConfigError
 from sgdsim.io import atomic_path
+from sgdsim.simulation.bounds import ETHERNET_PAYLOAD_FRACTION, TBF_PAYLOAD_FRACTION
 
 
 def _entry(config: dict[str, Any], key: str, name: str) -> dict[str, Any]:
@@ -86,30 +87,70 @@ def policy_sizes(sim: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def _predict(
+    config: dict[str, Any],
+    workload: Any,
+    network: Any,
+    workers: int,
+    policy: str,
+    workers_per_node: int,
+    ps_with_workers: bool = False,
+) -> dict[str, Any]:
+    """Simulated metrics of one point, capped by the nodes' CPU (flat record).
+
+    ``steps_per_s`` is the simulated throughput (``sim_steps_per_s``) or, when
+    lower, the CPU bound (``cpu_bound_steps_per_s``, see
+    :func:`sgdsim.simulation.bounds.cpu_bound_steps_per_s`; NULL when the
+    profile did not measure CPU). One-at-a-time policies wait one RPC round
+    trip per pull (``pull_gap_s``: the profile's ``rpc_rtt_s`` plus the
+    network's round-trip latency).
+    """
+    import math
+
+    from sgdsim.simulation import simulate_async_replicated
+    from sgdsim.simulation.bounds import cpu_bound_steps_per_s
+
+    sim = config["simulation"]
+    gap = workload.rpc_rtt_s + 2 * network.latency_s
+    r = simulate_async_replicated(
+        workload,
+        network,
+        workers=workers,
+        steps_per_worker=sim["steps_per_worker"],
+        warmup_steps=sim["warmup_steps"],
+        policy=policy,
+        seed=config.get("seed", 42),
+        replications=sim.get("replications", 5),
+        workers_per_node=workers_per_node,
+        ps_discipline=sim.get("ps_discipline", "fair"),
+        pull_gap_s=gap,
+        **policy_sizes(sim),
+    )
+    row = asdict(r)
+    row["sim_wall_s"] = row.pop("wall_s")
+    bound = cpu_bound_steps_per_s(workload, workers, workers_per_node, ps_with_workers)
+    row["sim_steps_per_s"] = r.steps_per_s
+    row["cpu_bound_steps_per_s"] = None if math.isinf(bound) else bound
+    row["pull_gap_s"] = gap
+    if bound < r.steps_per_s:
+        row["steps_per_s"] = bound
+        row["samples_per_s"] = bound * workload.batch_size
+    return row
+
+
 def simulate_stage(
     config: dict[str, Any], workload_path: str, out_path: str, wildcards: dict[str, str]
 ) -> None:
     """Simulate one grid point and write its flat record as a one-row Parquet file."""
-    from sgdsim.simulation import Network, Workload, simulate_async_replicated
+    from sgdsim.simulation import Network, Workload
 
     net = _entry(config, "networks", wildcards["network"])
     sim = config["simulation"]
     if wildcards["mode"] != "async":
         raise ConfigError(f"config: modes: {wildcards['mode']!r} is not implemented; use async")
     workload = Workload.load(workload_path)
-    network = Network.from_bits(net["bandwidth_bps"], net.get("latency_s", 1e-4), net["name"])
-    r = simulate_async_replicated(
-        workload,
-        network,
-        workers=int(wildcards["workers"]),
-        steps_per_worker=sim["steps_per_worker"],
-        warmup_steps=sim["warmup_steps"],
-        policy=wildcards["policy"],
-        seed=config.get("seed", 42),
-        replications=sim.get("replications", 3),
-        workers_per_node=sim.get("workers_per_node", 1),
-        ps_discipline=sim.get("ps_discipline", "fair"),
-        **policy_sizes(sim),
+    network = Network.from_bits(
+        net["bandwidth_bps"] * ETHERNET_PAYLOAD_FRACTION, net.get("latency_s", 1e-4), net["name"]
     )
     row = {
         "model": wildcards["model"],
@@ -121,9 +162,15 @@ def simulate_stage(
         "batch_size": workload.batch_size,
         "workers_per_node": sim.get("workers_per_node", 1),
         "ps_discipline": sim.get("ps_discipline", "fair"),
-        **asdict(r),
+        **_predict(
+            config,
+            workload,
+            network,
+            int(wildcards["workers"]),
+            wildcards["policy"],
+            sim.get("workers_per_node", 1),
+        ),
     }
-    row["sim_wall_s"] = row.pop("wall_s")
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
 
@@ -161,9 +208,12 @@ def chrome_trace_stage(
     workload = Workload.load(workload_path)
     records: list[TraceRecord] = []
     sizes = policy_sizes(config["simulation"])
+    network = Network.from_bits(
+        net["bandwidth_bps"] * ETHERNET_PAYLOAD_FRACTION, net.get("latency_s", 1e-4), net["name"]
+    )
     r = simulate_async(
         workload,
-        Network.from_bits(net["bandwidth_bps"], net.get("latency_s", 1e-4), net["name"]),
+        network,
         workers=int(wildcards["workers"]),
         steps_per_worker=steps + 1,
         warmup_steps=1,
@@ -175,6 +225,7 @@ def chrome_trace_stage(
         p3_slice_bytes=sizes["p3_slice_bytes"],
         bytescheduler_partition_bytes=sizes["bytescheduler_partition_bytes"],
         bytescheduler_credit_bytes=sizes["bytescheduler_credit_bytes"],
+        pull_gap_s=workload.rpc_rtt_s + 2 * network.latency_s,
     )
     meta = {**wildcards, "steps_per_s": r.steps_per_s, "seed": r.seed}
     write_chrome_trace(out_path, chrome_trace(records, r.workers, meta))
@@ -185,6 +236,16 @@ def _validation_network(config: dict[str, Any], name: str) -> dict[str, Any]:
         if n["name"] == name:
             return dict(n)
     raise ConfigError(f"config: validation.networks: no entry named {name!r}")
+
+
+def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
+    from sgdsim.config import validation_points
+
+    key = (wildcards["model"], wildcards["network"], wildcards["policy"], int(wildcards["workers"]))
+    for p in validation_points(config):
+        if (p["model"], p["network"], p["policy"], p["workers"]) == key:
+            return float(p["duration_s"])
+    return float(config["validation"].get("duration_s", 20))
 
 
 def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, str]) -> None:
@@ -219,7 +280,7 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         "policy": wildcards["policy"],
         "workers": workers,
         "batch_size": spec.batch_size,
-        "duration_s": float(val.get("duration_s", 20)),
+        "duration_s": float(_point_duration(config, wildcards)),
         "warmup_s": float(val.get("warmup_s", 5)),
     }
     why = check_available(need_netem=latency > 0)
@@ -269,35 +330,26 @@ def predict_testbed_stage(
 
     The testbed runs the PS and all N workers on this one node, so the
     prediction places the N workers on one node (``workers_per_node = N``: they
-    share its cores) behind NICs of the validation network's rate. Points
+    share its cores, and the PS's: see :func:`_predict` for the CPU bound) behind
+    NICs of the validation network's rate less TCP/IP and Ethernet headers
+    (:data:`sgdsim.simulation.bounds.TBF_PAYLOAD_FRACTION`). Points
     measured on loopback (no root) are predicted for the profile's own loopback
     network fit instead.
     """
-    from sgdsim.simulation import Network, Workload, simulate_async_replicated
+    from sgdsim.simulation import Network, Workload
 
     net = _validation_network(config, wildcards["network"])
-    sim = config["simulation"]
     workers = int(wildcards["workers"])
     workload = Workload.load(workload_path)
-    network = Network.from_bits(net["bandwidth_bps"], float(net.get("latency_s", 0.0)), net["name"])
+    network = Network.from_bits(
+        net["bandwidth_bps"] * TBF_PAYLOAD_FRACTION, float(net.get("latency_s", 0.0)), net["name"]
+    )
     if config["validation"].get("unprivileged", "skip") == "loopback":
         from sgdsim.testbed import check_available
 
         if check_available(need_netem=network.latency_s > 0) is not None:
             fit = pl.read_parquet(Path(tables_dir) / "profile.parquet")
             network = Network(float(fit["profile_bandwidth_Bps"][0]), 0.0, "loopback")
-    r = simulate_async_replicated(
-        workload,
-        network,
-        workers=workers,
-        steps_per_worker=sim["steps_per_worker"],
-        warmup_steps=sim["warmup_steps"],
-        policy=wildcards["policy"],
-        seed=config.get("seed", 42),
-        replications=sim.get("replications", 5),
-        workers_per_node=workers,
-        ps_discipline=sim.get("ps_discipline", "fair"),
-    )
     row = {
         "model": wildcards["model"],
         "hardware": wildcards["hardware"],
@@ -306,9 +358,10 @@ def predict_testbed_stage(
         "predicted_bandwidth_Bps": network.bandwidth_Bps,
         "batch_size": workload.batch_size,
         "workers_per_node": workers,
-        **asdict(r),
+        **_predict(
+            config, workload, network, workers, wildcards["policy"], workers, ps_with_workers=True
+        ),
     }
-    row["sim_wall_s"] = row.pop("wall_s")
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
 

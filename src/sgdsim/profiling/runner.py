@@ -71,6 +71,8 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
                 json.dumps(cluster),
                 "--out",
                 str(tmp),
+                "--ps-pids",
+                ",".join(str(ps.pid) for ps in ps_procs),
             ],
             env,
         )

@@ -22,10 +22,14 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sgdsim.profiling.spec import ProfileSpec
+
+#: Session calls that fetch one small tensor from the PS, timed after the steps.
+RTT_PROBES = 30
 
 
 def log(msg: str) -> None:
@@ -47,8 +51,13 @@ def _dtype_bytes(v: Any) -> int:
     return int(v.dtype.base_dtype.size) * int(v.shape.num_elements())
 
 
-def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> None:
+def run_worker(
+    spec: ProfileSpec, cluster: dict[str, list[str]], out: Path, ps_pids: Sequence[int] = ()
+) -> None:
     """Profile ``spec`` as task 0 of job ``worker`` of ``cluster``; write into ``out``.
+
+    ``ps_pids``: process ids of the PS tasks (on this host), whose CPU time per
+    untraced step is recorded beside the worker's own (:func:`process_cpu_s`).
 
     Raises:
         RuntimeError: a GPU was asked for but none is visible on this node.
@@ -110,6 +119,12 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
                 }
             )
         param_count = int(sum(int(v.shape.num_elements()) for _, v in grads_and_vars))
+        # one tensor from the PS to this worker: a RecvTensor round trip (see rpc_rtt_s)
+        with tf.compat.v1.device(worker_device):
+            rtt_probe = tf.identity(
+                tf.compat.v1.train.get_global_step().read_value(), name="rtt_probe"
+            )
+            local_probe = tf.identity(tf.constant(0, tf.int64), name="local_probe")
         graph.finalize()
 
     log(
@@ -135,6 +150,9 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
         plan = step_plan(spec.timed_steps, spec.traced_steps)
         untraced: list[float] = []
         traced: list[float] = []
+        # CPU seconds of the worker process and of all PS processes in each untraced step
+        worker_cpu: list[float] = []
+        ps_cpu: list[float] = []
         for traced_step in plan:
             if traced_step:
                 k = len(traced)
@@ -145,10 +163,33 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
                 (out / f"trace_{k}.pb").write_bytes(md.SerializeToString())
                 log(f"traced step {k + 1}/{spec.traced_steps}: {traced[-1]:.4f} s")
             else:
+                me0, ps0 = process_cpu_s(os.getpid()), [process_cpu_s(p) for p in ps_pids]
                 t = time.perf_counter()
                 sess.run(train_op)
                 untraced.append(time.perf_counter() - t)
-                log(f"untraced step {len(untraced)}/{spec.timed_steps}: {untraced[-1]:.4f} s")
+                me1, ps1 = process_cpu_s(os.getpid()), [process_cpu_s(p) for p in ps_pids]
+                if me0 is not None and me1 is not None:
+                    worker_cpu.append(me1 - me0)
+                if ps_pids and None not in ps0 + ps1:
+                    ps_cpu.append(sum(b - a for a, b in zip(ps0, ps1, strict=True)))  # type: ignore[operator,misc]
+                log(
+                    f"untraced step {len(untraced)}/{spec.timed_steps}: {untraced[-1]:.4f} s"
+                    + (f", worker CPU {worker_cpu[-1]:.4f} s" if worker_cpu else "")
+                    + (f", PS CPU {ps_cpu[-1]:.4f} s" if ps_cpu else "")
+                )
+
+        # Round trip of one small tensor PS -> worker: what each link of an
+        # enforced pull order costs (see enforce_pull_order). The same call for a
+        # worker-local tensor measures the session's own cost, which is subtracted.
+        rtt: list[float] = []
+        local: list[float] = []
+        for _ in range(RTT_PROBES):
+            for probe, times in ((rtt_probe, rtt), (local_probe, local)):
+                t = time.perf_counter()
+                sess.run(probe)
+                times.append(time.perf_counter() - t)
+        rpc_rtt = max(0.0, statistics.median(rtt) - statistics.median(local))
+        log(f"RPC round trip (small tensor from the PS): {rpc_rtt * 1e3:.3f} ms")
 
     med_u, med_t = statistics.median(untraced), statistics.median(traced)
     q = statistics.quantiles(untraced, n=4) if len(untraced) > 1 else [med_u, med_u, med_u]
@@ -169,8 +210,37 @@ def run_worker(spec: ProfileSpec, cluster: dict[str, list[str]], out: Path) -> N
         "param_bytes": int(sum(v["bytes"] for v in variables if v["trainable"])),
         "untraced_step_s": untraced,
         "traced_step_s": traced,
+        "rpc_rtt_s": rpc_rtt,
+        "worker_cpu_s": worker_cpu,
+        "ps_cpu_s": ps_cpu,
+        "node_cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, every thread) used so far by process ``pid``.
+
+    Sums ``/proc/PID/task/*/schedstat`` (nanoseconds on CPU, per thread; see
+    ``Documentation/scheduler/sched-stats.rst`` of the Linux kernel). Threads
+    that already exited are not counted, so read it before and after a
+    stretch of work while the process runs. None where ``/proc`` has no such
+    files (not Linux, or the process is gone).
+    """
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as fh:
+                total += int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread exited meanwhile
+    return total * 1e-9
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,9 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spec", required=True, help="ProfileSpec as JSON")
     p.add_argument("--cluster", required=True, help="cluster spec as JSON")
     p.add_argument("--out", required=True, type=Path, help="existing output directory")
+    p.add_argument("--ps-pids", default="", help="PS process ids (comma-separated), for CPU time")
     a = p.parse_args(argv)
     try:
-        run_worker(ProfileSpec.from_json(a.spec), json.loads(a.cluster), a.out)
+        ps_pids = [int(x) for x in a.ps_pids.split(",") if x]
+        run_worker(ProfileSpec.from_json(a.spec), json.loads(a.cluster), a.out, ps_pids)
     except Exception as e:  # reported by the parent with the log
         log(f"error: {type(e).__name__}: {e}")
         return 1

@@ -20,6 +20,7 @@ results.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from collections import deque
@@ -41,6 +42,10 @@ from sgdsim.simulation.workload import Network, Workload
 
 #: How the PS NIC serves workers: fair share per connection, or one FIFO queue.
 PS_DISCIPLINES: tuple[str, ...] = ("fair", "fifo")
+
+#: Policies that pull one tensor at a time, in an order: with ``pull_gap_s`` each
+#: pull after the first waits that long after the previous one arrived.
+SERIAL_PULL_POLICIES: tuple[str, ...] = ("tictac", "fifo_random")
 
 #: Transmission policies this simulator implements (see :func:`pull_issue_order`
 #: and :mod:`sgdsim.simulation.policies`).
@@ -166,6 +171,7 @@ def simulate_async(
     bytescheduler_partition_bytes: float = BYTESCHEDULER_PARTITION_BYTES,
     bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES,
     nic_stats: dict[str, tuple[float, float]] | None = None,
+    pull_gap_s: float = 0.0,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
@@ -215,6 +221,11 @@ def simulate_async(
         nic_stats: if given, receives ``{nic: (bytes, busy_s)}`` for every NIC
             the run models: ``ps{s}.out`` / ``ps{s}.in`` per shard and, with
             several shards, ``node{j}.in`` / ``node{j}.out`` per worker node.
+        pull_gap_s: for the one-at-a-time policies (:data:`SERIAL_PULL_POLICIES`),
+            seconds each pull after the first waits after the previous one
+            arrived: the control message by which real TensorFlow enforces the
+            order (:func:`sgdsim.profiling.graph.enforce_pull_order`), about one
+            RPC round trip. 0 = an ideal scheduler. Ignored by other policies.
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
@@ -249,8 +260,13 @@ def simulate_async(
     spec = policy_spec(
         policy, p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes
     )
+    if not pull_gap_s >= 0:
+        raise ValueError(f"pull_gap_s must be >= 0, got {pull_gap_s}")
+    serial_gap = pull_gap_s > 0 and policy in SERIAL_PULL_POLICIES
+    if serial_gap:
+        spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s)
     wall0 = time.perf_counter()
-    if policy in _WHOLE_TENSOR_FIFO and workload.ps_tasks == 1:
+    if policy in _WHOLE_TENSOR_FIFO and workload.ps_tasks == 1 and not serial_gap:
         raw = _run_fast(
             workload,
             network,
@@ -818,6 +834,7 @@ def simulate_async_replicated(
     p3_slice_bytes: float = P3_SLICE_BYTES,
     bytescheduler_partition_bytes: float = BYTESCHEDULER_PARTITION_BYTES,
     bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES,
+    pull_gap_s: float = 0.0,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -849,6 +866,7 @@ def simulate_async_replicated(
             p3_slice_bytes=p3_slice_bytes,
             bytescheduler_partition_bytes=bytescheduler_partition_bytes,
             bytescheduler_credit_bytes=bytescheduler_credit_bytes,
+            pull_gap_s=pull_gap_s,
         )
         for r in range(replications if workers > 1 else 1)
     ]

@@ -38,7 +38,7 @@ from sgdsim.simulation.workload import Network, Workload
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
 _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 # what a _JOIN event brings to the connections
-_J_PULLS, _J_PUSHES, _J_RELEASE = range(3)
+_J_PULLS, _J_PUSHES, _J_RELEASE, _J_KICK = range(4)
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ class PolicySpec:
         credit_bytes: ByteScheduler's credit (CREDIT queues only).
         pull_after_update: P3: the PS sends a pushed parameter back right after
             applying it (needs ``Workload.push_param``).
+        pull_gap_s: seconds a worker's pull connection stays idle between one
+            pull's arrival and the next pull's start: the control message by
+            which TensorFlow enforces a pull order one tensor at a time
+            (:func:`sgdsim.profiling.graph.enforce_pull_order`); 0 = none.
     """
 
     pull_piece: float = math.inf
@@ -59,6 +63,7 @@ class PolicySpec:
     push_queue: str = pol.FIFO
     credit_bytes: float = pol.BYTESCHEDULER_CREDIT_BYTES
     pull_after_update: bool = False
+    pull_gap_s: float = 0.0
 
 
 def policy_spec(
@@ -144,6 +149,7 @@ def run_general(
     overhead = workload.overhead_s
     fifo = ps_discipline == "fifo"
     shuffle = policy == "fifo_random"
+    pull_gap = spec.pull_gap_s
 
     # units: pieces of each tensor; PS update time in proportion to bytes
     pull_pieces = [pol.split_bytes(b, spec.pull_piece) for b in pull_bytes]
@@ -438,7 +444,11 @@ def run_general(
                 pull_arrived(w, gen, items, now)
             else:
                 push_arrived(w, gen, items, shard, now)
-            kick(key, now)
+            if a == _DOWN and pull_gap > 0 and len(queues[key]):
+                conn_busy[key] = True  # the next pull waits for the control message
+                push_event(now + pull_gap, _JOIN, w, _J_KICK, key)
+            else:
+                kick(key, now)
             for li in sorted(deferred):
                 reschedule(li)
             deferred = None
@@ -454,6 +464,9 @@ def run_general(
             elif b == _J_PUSHES:
                 slot, gen = obj
                 join_pushes(w, slot, gen, now)
+            elif b == _J_KICK:
+                conn_busy[obj] = False
+                kick(obj, now)
             else:
                 gen, p, pieces = obj
                 release_pulls(w, gen, p, pieces, now)

@@ -40,11 +40,15 @@ Policies (the names :data:`sgdsim.simulation.async_ps.POLICIES` lists):
     pulls); pulls without a matching push are issued at step start, pushes
     without one hold the step end, as before; the first step pulls everything
     at its start. Simplified: the PS side does not aggregate across workers
-    (asynchronous SGD has no barrier), and without ``push_param`` (profiles
-    do not yet record which pull carries a pushed variable) P3 keeps slicing
-    and priorities but pulls at step start. Slice size default: 160,000 bytes
-    = 40,000 float32 parameters, the default slice threshold of the authors'
-    MXNet release (``MXNET_KVSTORE_SLICE_THRESHOLD``).
+    (asynchronous SGD has no barrier). Normalized profiles fill
+    ``push_param`` for every trainable variable's gradient push
+    (:func:`sgdsim.traces.match_pushes_to_pulls`); other pushes (the learning
+    rate, BatchNorm's batch statistics for the moving averages) have none,
+    and the moving statistics are pulled at step start. Without
+    ``push_param`` (workloads saved before it was filled, or built by hand)
+    P3 keeps slicing and priorities but pulls at step start. Slice size
+    default: 160,000 bytes = 40,000 float32 parameters, the default slice
+    threshold of the authors' MXNet release (``MXNET_KVSTORE_SLICE_THRESHOLD``).
 
 ``bytescheduler``
     Peng, Zhu, Chen, Bao, Yi, Lan, Wu, Guo, "A Generic Communication

@@ -72,6 +72,13 @@ class Workload:
             None = all on shard 0.
         push_shard: (Q,) PS task (shard) that receives each push; None = all on shard 0.
         ps_tasks: number of PS tasks (shards), each on its own host with its own NIC.
+        worker_cpu_s: CPU seconds (all threads) the worker process used per step
+            in the profile; None = not measured.
+        ps_cpu_s: CPU seconds all PS processes used per step in the profile
+            (serving the pulls and pushes, applying the updates); None = not measured.
+        node_cores: cores of the profiled node; None = not measured.
+        rpc_rtt_s: round trip of one small tensor from the PS to the worker, in
+            seconds: what each link of an enforced pull order costs.
         push_param: (Q,) index of the pull carrying the variable each push
             updates, in ``[-1, P)``, ``-1`` = none (each pull at most once);
             None = unknown, all ``-1``. Used by ``p3`` to send a parameter back
@@ -91,6 +98,10 @@ class Workload:
     pull_shard: npt.NDArray[np.int64] | None = None
     push_shard: npt.NDArray[np.int64] | None = None
     ps_tasks: int = 1
+    worker_cpu_s: float | None = None
+    ps_cpu_s: float | None = None
+    node_cores: int | None = None
+    rpc_rtt_s: float = 0.0
     push_param: npt.NDArray[np.int64] | None = None
 
     def __post_init__(self) -> None:
@@ -193,6 +204,10 @@ class Workload:
             pull_shard=None if d.get("pull_shard") is None else f(d["pull_shard"], dtype=np.int64),
             push_shard=None if d.get("push_shard") is None else f(d["push_shard"], dtype=np.int64),
             ps_tasks=int(d.get("ps_tasks", 1)),
+            worker_cpu_s=d.get("worker_cpu_s"),
+            ps_cpu_s=d.get("ps_cpu_s"),
+            node_cores=d.get("node_cores"),
+            rpc_rtt_s=float(d.get("rpc_rtt_s", 0.0)),
             push_param=None if d.get("push_param") is None else f(d["push_param"], dtype=np.int64),
         )
 

@@ -31,7 +31,11 @@ CREATE TABLE profiles (
     pull_start_s          DOUBLE NOT NULL,     -- calibrated delay from step start to first pull landing
     trace_span_s          DOUBLE NOT NULL,     -- median span of a traced step (first to last event)
     trace_span_iqr_s      DOUBLE NOT NULL,     -- interquartile range of that span
-    worker_busy_s         DOUBLE NOT NULL      -- median union of worker op intervals (traced)
+    worker_busy_s         DOUBLE NOT NULL,     -- median union of worker op intervals (traced)
+    worker_cpu_s          DOUBLE,              -- median CPU seconds (all threads) of the worker process per untraced step
+    ps_cpu_s              DOUBLE,              -- median CPU seconds of all PS processes per untraced step
+    node_cores            INTEGER,             -- cores the profiled node gave the processes
+    rpc_rtt_s             DOUBLE               -- round trip of one small tensor PS -> worker, session cost subtracted
 );
 
 CREATE TABLE profile_steps (
@@ -82,6 +86,7 @@ CREATE TABLE params (
     first_consumer_op VARCHAR,          -- first worker op (forward) reading it
     gradient_op       VARCHAR,          -- worker op producing its gradient
     gradient_tensor   VARCHAR,          -- transfers.tensor of the push carrying the gradient
+    pull_tensor       VARCHAR,          -- transfers.tensor of the pull carrying the variable
     update_op         VARCHAR,          -- PS op applying the update
     first_use_us      DOUBLE,           -- median start of the first consumer, µs after step start
     gradient_ready_us DOUBLE,           -- median end of the gradient producer, µs after step start
@@ -116,7 +121,10 @@ CREATE TABLE predictions (
     sim_wall_s       DOUBLE NOT NULL,   -- simulator wall time
     seed             BIGINT NOT NULL,   -- seed of the first replication's random Generator
     replications     INTEGER NOT NULL,  -- runs averaged (seeds seed, seed+1, ...)
-    steps_per_s_std  DOUBLE NOT NULL    -- standard deviation of steps_per_s over replications
+    steps_per_s_std  DOUBLE NOT NULL,   -- standard deviation of steps_per_s over replications
+    sim_steps_per_s  DOUBLE,            -- simulated steps/s before the CPU bound
+    cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
+    pull_gap_s       DOUBLE             -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
 );
 
 -- One row per measured validation run: real asynchronous TensorFlow training,
@@ -171,7 +179,10 @@ CREATE TABLE testbed_predictions (
     sim_wall_s       DOUBLE NOT NULL,
     seed             BIGINT NOT NULL,
     replications     INTEGER NOT NULL,
-    steps_per_s_std  DOUBLE NOT NULL
+    steps_per_s_std  DOUBLE NOT NULL,
+    sim_steps_per_s  DOUBLE,            -- simulated steps/s before the CPU bound
+    cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
+    pull_gap_s       DOUBLE             -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
 );
 
 CREATE TABLE runs (

@@ -27,6 +27,10 @@ Steps (all times from medians over the K traced steps):
 7. PS shards: each pull and push carries the PS task (shard) at its PS end,
    from the transfer's device (``transfers.ps_task``), into
    ``Workload.pull_shard`` / ``push_shard``.
+8. Variables: with the params table, each push that carries a variable's
+   gradient (``params.gradient_tensor``) is matched to the pull that carries
+   the same variable (``params.pull_tensor``) into ``Workload.push_param``
+   (P3's pull after update); other pushes get −1. See :func:`match_pushes_to_pulls`.
 """
 
 from __future__ import annotations
@@ -137,6 +141,37 @@ def _op_times(
     return out
 
 
+def match_pushes_to_pulls(
+    pull_tensors: list[str], push_tensors: list[str], params: pl.DataFrame | None
+) -> np.ndarray:
+    """(Q,) index into ``pull_tensors`` of the pull carrying each push's variable, −1 = none.
+
+    A push is matched through the params table (see
+    :func:`sgdsim.traces.normalize.params_table`): the row whose
+    ``gradient_tensor`` is the push's tensor names the variable's
+    ``pull_tensor``. Pushes of no variable, variables not pulled, and a second
+    push claiming an already matched pull get −1 (each pull at most once, as
+    :class:`Workload` requires). ``params`` None (or without ``pull_tensor``,
+    tables written before it existed): all −1.
+    """
+    out = np.full(len(push_tensors), -1, np.int64)
+    if params is None or "pull_tensor" not in params.columns:
+        return out
+    pull_of = {
+        g: p
+        for g, p in params.select("gradient_tensor", "pull_tensor").iter_rows()
+        if g is not None and p is not None
+    }
+    pull_index = {t: i for i, t in enumerate(pull_tensors)}
+    taken: set[int] = set()
+    for q, t in enumerate(push_tensors):
+        i = pull_index.get(pull_of.get(t, ""), -1)
+        if i >= 0 and i not in taken:
+            out[q] = i
+            taken.add(i)
+    return out
+
+
 def build_workload(
     ops: pl.DataFrame,
     transfers: pl.DataFrame,
@@ -145,6 +180,7 @@ def build_workload(
     batch_size: int,
     meta: dict[str, Any] | None = None,
     ps_tasks: int | None = None,
+    params: pl.DataFrame | None = None,
 ) -> Workload:
     """Build the calibrated single-worker :class:`Workload` from a profile's tables.
 
@@ -156,6 +192,8 @@ def build_workload(
         meta: provenance stored in the workload.
         ps_tasks: PS tasks (shards) of the profiled cluster; None: one more than
             the highest ``ps_task`` of the transfers.
+        params: the profile's params table (:func:`sgdsim.traces.normalize.params_table`);
+            gives ``Workload.push_param``. None: ``push_param`` all −1 (unknown).
 
     Raises:
         TraceError: the tables hold no worker ops, or a transfer's shard is not
@@ -295,4 +333,7 @@ def build_workload(
         pull_shard=pulls["ps_task"].to_numpy().astype(np.int64),
         push_shard=pushes["ps_task"].to_numpy().astype(np.int64),
         ps_tasks=shards,
+        push_param=match_pushes_to_pulls(
+            pulls["tensor"].to_list(), pushes["tensor"].to_list(), params
+        ),
     )

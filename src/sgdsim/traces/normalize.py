@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -40,7 +41,10 @@ def params_table(
 
     ``gradient_tensor`` is the rendezvous key (``edge_N_*``) of the push that
     carries the variable's gradient; one op may produce several gradients
-    (fused BatchNorm's gradient yields gamma's and beta's).
+    (fused BatchNorm's gradient yields gamma's and beta's). ``pull_tensor`` is
+    the rendezvous key of the pull that carries the variable to the worker (a
+    pull of one of its ``ReadVariableOp`` on the PS; if there are several,
+    the one its first consumer reads); None when it is not pulled.
 
     Consumers and producers are op names on the worker. Times are medians
     over the traced steps, in µs of traced time (not scaled to untraced time):
@@ -83,10 +87,12 @@ def params_table(
             first_use.setdefault(x, name)
     t = transfers.unique(["direction", "tensor"]).sort("tensor")
     pull_recv: dict[str, list[str]] = {}
-    for src, recv in (
-        t.filter(pl.col("direction") == "pull").select("src_op", "recv_node").iter_rows()
+    pull_tensor: dict[str, str] = {}
+    for src, recv, tensor in (
+        t.filter(pl.col("direction") == "pull").select("src_op", "recv_node", "tensor").iter_rows()
     ):
         pull_recv.setdefault(src, []).append(recv)
+        pull_tensor[recv] = tensor
     push_t = t.filter(pl.col("direction") == "push")
     push_src = dict(push_t.select("recv_node", "src_op").iter_rows())
     push_bytes = dict(push_t.select("recv_node", "bytes").iter_rows())
@@ -95,8 +101,10 @@ def params_table(
     rows = []
     for v in variables:
         recvs = [r for op in reads.get(v["variable"], []) for r in pull_recv.get(op, [])]
-        consumers = [first_use[r] for r in recvs if r in first_use]
-        consumer = min(consumers, key=order.__getitem__) if consumers else None
+        used = [r for r in recvs if r in first_use]
+        first = min(used, key=lambda r: order[first_use[r]]) if used else None
+        consumer = first_use[first] if first else None
+        pulled = first or (recvs[0] if recvs else None)
         upd = v.get("update_op")
         # the update op reads (variable, learning rate, gradient): the gradient is its largest push
         pushed = [x for x in update_inputs.get(upd, []) if x in push_src]
@@ -111,6 +119,7 @@ def params_table(
                 "first_consumer_op": consumer,
                 "gradient_op": push_src[grad_recv] if grad_recv else None,
                 "gradient_tensor": push_tensor[grad_recv] if grad_recv else None,
+                "pull_tensor": pull_tensor.get(pulled) if pulled else None,
                 "update_op": upd,
                 "first_use_us": op_start.get(consumer) if consumer else None,
                 "gradient_ready_us": (op_end.get(push_src[grad_recv]) if grad_recv else None),
@@ -129,6 +138,7 @@ def params_table(
             "first_consumer_op": pl.Utf8,
             "gradient_op": pl.Utf8,
             "gradient_tensor": pl.Utf8,
+            "pull_tensor": pl.Utf8,
             "update_op": pl.Utf8,
             "first_use_us": pl.Float64,
             "gradient_ready_us": pl.Float64,
@@ -235,6 +245,20 @@ def normalize_profile(
         int(spec["batch_size"]),
         meta={"profile_id": pid, "model": spec["model"], "hardware": spec["hardware"]},
         ps_tasks=None if ps_tasks is None else int(ps_tasks),
+        params=params,
+    )
+    # CPU and RPC figures of the run (absent from profiles taken before they existed)
+    med_or_none = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    worker_cpu = med_or_none(meta.get("worker_cpu_s") or [])
+    ps_cpu = med_or_none(meta.get("ps_cpu_s") or [])
+    rpc_rtt = meta.get("rpc_rtt_s")
+    cores = meta.get("node_cores")
+    workload = dataclasses.replace(
+        workload,
+        worker_cpu_s=worker_cpu,
+        ps_cpu_s=ps_cpu,
+        node_cores=cores,
+        rpc_rtt_s=float(rpc_rtt) if rpc_rtt is not None else 0.0,
     )
     net, net_rms = profile_network(transfers)
     loopback = Network(net.bandwidth_Bps, 0.0, "profile")  # its latency is in pull_start_s
@@ -273,6 +297,10 @@ def normalize_profile(
                 "trace_span_s": statistics.median(span) * 1e-6,
                 "trace_span_iqr_s": (qs[2] - qs[0]) * 1e-6,
                 "worker_busy_s": statistics.median(steps["worker_busy_us"].to_list()) * 1e-6,
+                "worker_cpu_s": worker_cpu,
+                "ps_cpu_s": ps_cpu,
+                "node_cores": cores,
+                "rpc_rtt_s": rpc_rtt,
             }
         ]
     )

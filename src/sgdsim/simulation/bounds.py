@@ -1,0 +1,63 @@
+"""Bounds and conversions the event simulation does not model event by event.
+
+- **CPU.** The simulator times each worker's compute from the profile and the
+  PS's update ops, but not the CPU that gRPC spends serializing, copying and
+  receiving tensors. The profile measures every process's CPU seconds per step
+  (``Workload.worker_cpu_s``, ``Workload.ps_cpu_s``); by the utilization law
+  (Denning and Buzen, "The Operational Analysis of Queueing Network Models",
+  ACM Computing Surveys 10(3), 1978: ``U = X · D``), a node with ``C`` cores
+  carries at most ``C / D`` steps per second when each step costs it ``D``
+  CPU seconds. :func:`cpu_bound_steps_per_s` gives that bound for a placement.
+- **Protocol overhead.** A NIC's rate counts frames, the simulator moves tensor
+  bytes. With a 1500-byte MTU, a TCP segment carries 1448 payload bytes
+  (1500 − 20 IP − 20 TCP − 12 timestamp option) in a frame of 1514 bytes with
+  its Ethernet header, 1538 bytes on a real wire with preamble, start
+  delimiter, frame check sequence and inter-frame gap (IEEE 802.3).
+"""
+
+from __future__ import annotations
+
+import math
+
+from sgdsim.simulation.workload import Workload
+
+#: Tensor bytes per byte of an Ethernet link rate (1448 / 1538): what a data sheet rate carries.
+ETHERNET_PAYLOAD_FRACTION = 1448 / 1538
+#: Tensor bytes per byte of a ``tc tbf`` rate, which counts frames with their
+#: 14-byte Ethernet header but no preamble or gap (1448 / 1514): the testbed.
+TBF_PAYLOAD_FRACTION = 1448 / 1514
+
+
+def cpu_bound_steps_per_s(
+    workload: Workload, workers: int, workers_per_node: int, ps_with_workers: bool = False
+) -> float:
+    """Upper bound on steps/s (all workers) from the CPU cores of the nodes, or ``inf``.
+
+    Args:
+        workload: needs ``worker_cpu_s``, ``ps_cpu_s`` and ``node_cores`` (measured
+            by the profile); any of them missing gives ``inf`` (no bound).
+        workers: N.
+        workers_per_node: workers placed on one node.
+        ps_with_workers: the PS runs on the (single) workers' node, as in the
+            testbed, so each step costs that node ``worker_cpu_s + ps_cpu_s``.
+            Otherwise each of the ``ps_tasks`` PS nodes (same kind of node) carries
+            its share of ``ps_cpu_s`` per step, and each worker node
+            ``worker_cpu_s`` per step of each of its workers.
+
+    Returns:
+        ``min`` over the nodes of cores / CPU seconds per step, in steps/s.
+
+    Raises:
+        ValueError: ``ps_with_workers`` with the workers on more than one node.
+    """
+    c, dw, dp = workload.node_cores, workload.worker_cpu_s, workload.ps_cpu_s
+    if c is None or dw is None or dp is None or c <= 0:
+        return math.inf
+    nodes = -(-workers // workers_per_node)
+    if ps_with_workers:
+        if nodes != 1:
+            raise ValueError("ps_with_workers needs every worker on one node")
+        return c / (dw + dp) if dw + dp > 0 else math.inf
+    ps_bound = c * workload.ps_tasks / dp if dp > 0 else math.inf
+    node_bound = nodes * c / dw if dw > 0 else math.inf
+    return min(ps_bound, node_bound)
