@@ -139,13 +139,16 @@ def check_available(need_netem: bool = False) -> str | None:
 def tbf_params(bandwidth_bps: float) -> tuple[int, int]:
     """Token-bucket burst and queue limit, in bytes, for a rate in bit/s.
 
-    The burst holds 10 ms at the rate but at least 64 KiB + 1 MTU, so that one
-    full TSO/GSO segment passes unsplit and the kernel timer (HZ) does not cap
-    the rate; the queue holds 50 ms at the rate but at least two bursts.
+    The burst holds 1 ms at the rate but at least two full frames: a NIC of
+    rate R never sends faster than R, and a bucket of 10 ms (250 KB at
+    200 Mbit/s) let a whole step of a small model (LeNet5: 248 KB each way)
+    through unshaped. tbf segments larger GSO packets itself and times with
+    hrtimers, so the small bucket keeps the rate. The queue holds 50 ms at the
+    rate but at least 64 KiB + one frame (one full GSO segment).
     """
     rate_bytes_s = bandwidth_bps / 8.0
-    burst = max(65536 + 1514, int(rate_bytes_s * 0.010))
-    limit = max(2 * burst, int(rate_bytes_s * 0.050))
+    burst = max(2 * 1514, int(rate_bytes_s * 0.001))
+    limit = max(65536 + 1514, int(rate_bytes_s * 0.050))
     return burst, limit
 
 
