@@ -227,7 +227,7 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
             "validation.points[0].networks: 'm' is not the name",
         ),
         (
-            {"validation": {"points": [{"model": "LeNet5", "workers": [1]}]}},
+            {"validation": {"networks": [], "points": [{"model": "LeNet5", "workers": [1]}]}},
             "validation.networks is empty",
         ),
     ],
@@ -398,6 +398,7 @@ def test_hardware_resources_reach_the_profile_job(tmp_path: Path):
         {"name": "v100", "device": "gpu", "resources": {"mem_mb": 16000, "runtime": 90, "gpu": 1}}
     ]
     cfg["simulation"]["chrome_traces"] = []
+    cfg["validation"]["points"] = []  # the validation profiles hardware cpu, absent here
     (wd / "gpu.yaml").write_text(yaml.safe_dump(cfg))
     r = snakemake(wd, "--cores", "8", "--configfile", "gpu.yaml", "-n", "--resources", "gpu=1")
     out = r.stdout + r.stderr

@@ -58,7 +58,9 @@ def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[
     if hw not in names["hardware"]:
         raise ConfigError(
             f"{source}: validation.hardware: {hw!r} is not the name of a hardware entry "
-            f"({', '.join(sorted(names['hardware']))}); fix the name"
+            f"({', '.join(sorted(names['hardware']))}); fix the name, or set "
+            "validation.points: [] (a --configfile is merged into config/config.yaml, whose "
+            "validation it inherits)"
         )
     if next(h for h in config["hardware"] if h["name"] == hw).get("ps_tasks", 1) != 1:
         raise ConfigError(
