@@ -201,19 +201,11 @@ class CreditQueue:
         return len(self._h) + len(self._released)
 
 
-class BlockQueue:
+class BlockQueue(PriorityQueue):
     """Prophet: the most urgent waiting units grouped into one block per take,
     within the byte budget of the unit's worker (at least one unit)."""
 
-    __slots__ = ("_h", "_seq")
-
-    def __init__(self) -> None:
-        self._h: list[tuple[tuple[Any, ...], int, Unit]] = []
-        self._seq = 0
-
-    def put(self, key: tuple[Any, ...], unit: Unit) -> None:
-        heapq.heappush(self._h, (key, self._seq, unit))
-        self._seq += 1
+    __slots__ = ()
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
         h = self._h
@@ -230,12 +222,6 @@ class BlockQueue:
             size += nb
             parts.extend(nitems)
         return (size, w, step, tuple(parts))
-
-    def done(self, unit: Unit) -> None:
-        pass
-
-    def __len__(self) -> int:
-        return len(self._h)
 
 
 Queue = FifoQueue | PriorityQueue | CreditQueue | BlockQueue
