@@ -446,6 +446,30 @@ def test_enforced_order_waits_one_round_trip_per_pull():
     assert log[0] == pytest.approx([0.3, 0.6, 0.9], rel=1e-12)
 
 
+def test_enforced_order_gap_on_the_cores_stretches_while_the_worker_computes():
+    # pull_gap_cpu: the control message is CPU work sharing the node's cores with
+    # compute (processor sharing). With one 0.1 s segment needing both pulls the
+    # cores are idle during the gap: the same 0.35 s step as a pure delay.
+    one_seg = workload([0.1], [1e6, 1e6], [0, 0], [], [], [])
+    kw = {"policy": "tictac", "pull_gap_s": 0.05, "pull_gap_cpu": True}
+    log: list[list[float]] = []
+    simulate_async(one_seg, Network(1e7, 0.0), 1, 3, 0, step_log=log, **kw)
+    assert log[0] == pytest.approx([0.35, 0.70, 1.05], rel=1e-12)
+    # Two 0.1 s segments, the first needs a, the second b. Pull a 0.0-0.1; then
+    # segment 0 and the 0.05 s gap share the cores, each at half speed: the gap
+    # ends at 0.2 with segment 0 half done. Pull b 0.2-0.3; segment 0 alone ends
+    # at 0.25; segment 1 waits for b: 0.3-0.4 -> step 0.4 s (pure delay: 0.35 s).
+    two_seg = workload([0.1, 0.1], [1e6, 1e6], [0, 1], [], [], [])
+    log = []
+    simulate_async(two_seg, Network(1e7, 0.0), 1, 3, 0, step_log=log, **kw)
+    assert log[0] == pytest.approx([0.4, 0.8, 1.2], rel=1e-12)
+    log = []
+    simulate_async(
+        two_seg, Network(1e7, 0.0), 1, 3, 0, step_log=log, policy="tictac", pull_gap_s=0.05
+    )
+    assert log[0] == pytest.approx([0.35, 0.70, 1.05], rel=1e-12)
+
+
 def test_cpu_bound_is_cores_over_cpu_seconds_per_step():
     import dataclasses
     import math

@@ -211,6 +211,11 @@ def test_two_async_workers_in_the_testbed(testbed_ok):
     r = run_async_measurement(lenet(), 2, 100e6, duration_s=6, warmup_s=2)
     print(r)
     assert r.workers == 2 and not r.loopback and r.bandwidth_bps == 100e6
+    # every worker ran its 3 warm-up steps before the window and 4 or more in it
+    assert len(r.step_end_times) == 2
+    for ends in r.step_end_times:
+        assert sum(t < 0 for t in ends) >= 3 and sum(t >= 0 for t in ends) >= 4
+        assert list(ends) == sorted(ends)
     assert r.steps_per_s > 0
     assert len(r.per_worker_steps_per_s) == 2 and min(r.per_worker_steps_per_s) > 0
     assert r.steps_per_s == pytest.approx(sum(r.per_worker_steps_per_s))
@@ -282,6 +287,25 @@ def test_rate_counts_whole_steps_inside_the_window():
     assert len(sub) == 3 and all(r > 0 for r in sub)
     with pytest.raises(MeasurementError, match="no common window"):
         summarize([[1.0, 2.0], [5.0, 6.0]], warmup_s=0.0)
+
+
+def test_window_starts_after_every_workers_warm_up_steps():
+    from sgdsim.testbed.run import summarize, window_start
+
+    # three slow first steps (2 s each), then 1 s steps: with 3 warm-up steps the
+    # window holds only steady steps and the rate is exactly 1 step/s per worker
+    w0 = [2.0, 4.0, 6.0, *[6.0 + k for k in range(1, 11)]]  # ... 16.0
+    w1 = [2.5, 4.5, 6.5, *[6.5 + k for k in range(1, 11)]]  # ... 16.5
+    assert window_start([w0, w1], 0.0, 3) == 6.5
+    assert window_start([w0, w1], 0.5, 1) == 3.0  # first step end + warmup_s
+    total, per, window, _ = summarize([w0, w1], warmup_s=0.0, warmup_steps=3)
+    assert window == pytest.approx(16.0 - 6.5)
+    assert per == pytest.approx((1.0, 1.0))
+    # counted from the first step, the slow steps drag the rate down
+    slow, _, _, _ = summarize([w0, w1], warmup_s=0.0, warmup_steps=1)
+    assert slow < 0.95 * total
+    with pytest.raises(MeasurementError, match="before its 3 warm-up"):
+        summarize([w0, [1.0, 2.0]], warmup_s=0.0, warmup_steps=3)
 
 
 def test_saturation_point_is_the_first_n_that_gains_under_ten_percent():

@@ -103,7 +103,9 @@ def _predict(
     :func:`sgdsim.simulation.bounds.cpu_bound_steps_per_s`; NULL when the
     profile did not measure CPU). One-at-a-time policies wait one RPC round
     trip per pull (``pull_gap_s``: the profile's ``rpc_rtt_s`` plus the
-    network's round-trip latency).
+    network's round-trip latency); with ``ps_with_workers`` (the testbed: every
+    process on one node) that round trip is CPU work sharing the node's cores
+    with the workers' compute (``pull_gap_cpu``).
     """
     import math
 
@@ -124,6 +126,7 @@ def _predict(
         workers_per_node=workers_per_node,
         ps_discipline=sim.get("ps_discipline", "fair"),
         pull_gap_s=gap,
+        pull_gap_cpu=ps_with_workers,
         **policy_sizes(sim),
     )
     row = asdict(r)
@@ -281,7 +284,9 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         "workers": workers,
         "batch_size": spec.batch_size,
         "duration_s": float(_point_duration(config, wildcards)),
-        "warmup_s": float(val.get("warmup_s", 5)),
+        "warmup_s": float(val.get("warmup_s", 2)),
+        "warmup_steps": int(val.get("warmup_steps", 3)),
+        "min_steps": int(val.get("min_steps", 4)),
     }
     why = check_available(need_netem=latency > 0)
     loopback = False
@@ -302,6 +307,8 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         duration_s=row["duration_s"],
         warmup_s=row["warmup_s"],
         loopback=loopback,
+        warmup_steps=row["warmup_steps"],
+        min_steps=row["min_steps"],
     )
     windows = list(r.steps_per_s_windows)
     row |= {
@@ -314,6 +321,7 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         "steps_per_s_std": statistics.stdev(windows) if len(windows) > 1 else 0.0,
         "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
         "window_s": r.window_s,
+        "step_end_times": [list(t) for t in r.step_end_times],
     }
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)

@@ -172,6 +172,7 @@ def simulate_async(
     bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES,
     nic_stats: dict[str, tuple[float, float]] | None = None,
     pull_gap_s: float = 0.0,
+    pull_gap_cpu: bool = False,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
@@ -226,6 +227,11 @@ def simulate_async(
             arrived: the control message by which real TensorFlow enforces the
             order (:func:`sgdsim.profiling.graph.enforce_pull_order`), about one
             RPC round trip. 0 = an ideal scheduler. Ignored by other policies.
+        pull_gap_cpu: the gap is CPU work on the worker's node, not a pure delay:
+            it shares the node's cores with the compute of the workers there
+            (processor sharing), so it stretches while they compute: the
+            control message needs the worker's and the PS's threads scheduled
+            (used for the testbed, where every process shares one node's cores).
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
@@ -264,7 +270,7 @@ def simulate_async(
         raise ValueError(f"pull_gap_s must be >= 0, got {pull_gap_s}")
     serial_gap = pull_gap_s > 0 and policy in SERIAL_PULL_POLICIES
     if serial_gap:
-        spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s)
+        spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     wall0 = time.perf_counter()
     if policy in _WHOLE_TENSOR_FIFO and workload.ps_tasks == 1 and not serial_gap:
         raw = _run_fast(
@@ -835,6 +841,7 @@ def simulate_async_replicated(
     bytescheduler_partition_bytes: float = BYTESCHEDULER_PARTITION_BYTES,
     bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES,
     pull_gap_s: float = 0.0,
+    pull_gap_cpu: bool = False,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -867,6 +874,7 @@ def simulate_async_replicated(
             bytescheduler_partition_bytes=bytescheduler_partition_bytes,
             bytescheduler_credit_bytes=bytescheduler_credit_bytes,
             pull_gap_s=pull_gap_s,
+            pull_gap_cpu=pull_gap_cpu,
         )
         for r in range(replications if workers > 1 else 1)
     ]

@@ -55,6 +55,10 @@ class PolicySpec:
             pull's arrival and the next pull's start: the control message by
             which TensorFlow enforces a pull order one tensor at a time
             (:func:`sgdsim.profiling.graph.enforce_pull_order`); 0 = none.
+        pull_gap_cpu: the gap is CPU work on the worker's node rather than a pure
+            delay: it shares the node's cores with the compute of the workers
+            placed there (processor sharing, like their segments), so it
+            stretches while they compute.
     """
 
     pull_piece: float = math.inf
@@ -64,6 +68,7 @@ class PolicySpec:
     credit_bytes: float = pol.BYTESCHEDULER_CREDIT_BYTES
     pull_after_update: bool = False
     pull_gap_s: float = 0.0
+    pull_gap_cpu: bool = False
 
 
 def policy_spec(
@@ -194,8 +199,10 @@ def run_general(
         gap = sum(seg_dur[s:nxt])
         stage_budget[s] = (gap + pol.PROPHET_SLACK_S) * network.bandwidth_Bps
 
-    # network: links 0, 1 per direction; 2+ the cores of each worker node
-    shared_cpu = workers_per_node > 1
+    # network: links 0, 1 per direction; 2+ the cores of each worker node, modelled
+    # when workers share them or the enforced order's control messages run on them
+    gap_cpu = pull_gap > 0 and spec.pull_gap_cpu
+    shared_cpu = workers_per_node > 1 or gap_cpu
     n_nodes = -(-workers // workers_per_node)
     multi = k > 1
     links: list[Any]
@@ -409,11 +416,15 @@ def run_general(
         if kind == _DEPART and b != link_version[a]:
             continue  # stale: the link changed since this was scheduled
         n_events += 1
-        if kind == _DEPART and a >= 2:  # a node's cores finished a segment
-            _, w, t_next = links[a].pop_next(now)
+        if kind == _DEPART and a >= 2:  # a node's cores finished a segment or a gap
+            payload, w, t_next = links[a].pop_next(now)
             link_version[a] += 1
             if t_next is not None:
                 push_event(t_next, _DEPART, a, link_version[a])
+            if isinstance(w, tuple):  # ("gap", worker): the control message is through
+                conn_busy[payload] = False
+                kick(payload, now)
+                continue
             running[w] = False
             s = seg[w]
             busy[w] += seg_dur[s]
@@ -446,7 +457,12 @@ def run_general(
                 push_arrived(w, gen, items, shard, now)
             if a == _DOWN and pull_gap > 0 and len(queues[key]):
                 conn_busy[key] = True  # the next pull waits for the control message
-                push_event(now + pull_gap, _JOIN, w, _J_KICK, key)
+                if gap_cpu:
+                    li = 2 + w // workers_per_node
+                    if links[li].add(now, pull_gap, key, ("gap", w)):
+                        reschedule(li)
+                else:
+                    push_event(now + pull_gap, _JOIN, w, _J_KICK, key)
             else:
                 kick(key, now)
             for li in sorted(deferred):

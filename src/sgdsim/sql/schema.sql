@@ -140,7 +140,9 @@ CREATE TABLE measurements (
     workers          INTEGER NOT NULL,  -- N
     batch_size       INTEGER NOT NULL,
     duration_s       DOUBLE NOT NULL,   -- configured measurement seconds after warm-up
-    warmup_s         DOUBLE NOT NULL,   -- seconds left out after the last worker's first step
+    warmup_s         DOUBLE NOT NULL,   -- seconds left out after the last worker's warm-up steps
+    warmup_steps     INTEGER,           -- steps each worker ran before the window could start
+    min_steps        INTEGER,           -- steps each worker ran after warm-up, at least
     status           VARCHAR NOT NULL,  -- ok | skipped
     reason           VARCHAR NOT NULL,  -- why skipped, or why run on loopback ('' otherwise)
     loopback         BOOLEAN NOT NULL,  -- run unshaped on 127.0.0.1 (no root)
@@ -149,7 +151,8 @@ CREATE TABLE measurements (
     steps_per_s_windows DOUBLE[],       -- steps_per_s over equal consecutive sub-windows
     steps_per_s_std  DOUBLE,            -- standard deviation over those sub-windows
     per_worker_steps_per_s DOUBLE[],    -- each worker's steps/s
-    window_s         DOUBLE             -- seconds of the common window measured
+    window_s         DOUBLE,            -- seconds of the common window measured
+    step_end_times   DOUBLE[][]         -- per worker, every step end, s since the window started
 );
 
 -- One row per prediction of a measured point, for the testbed's placement: all

@@ -313,6 +313,35 @@ class Testbed:
         self.namespace(host)
         return self._addresses[host]
 
+    def qdisc_stats(self) -> dict[str, dict[str, int]]:
+        """Counters of every shaping ``tbf`` (``tc -s``), per host and direction.
+
+        Returns:
+            ``{"<host>.out": {...}, "<host>.in": {...}}``, each with ``bytes``,
+            ``packets``, ``drops`` and ``overlimits`` since the testbed was built
+            (``out``: what the host sent, ``in``: what it received); empty when
+            unshaped.
+        """
+        import json
+
+        stats: dict[str, dict[str, int]] = {}
+        if self.bandwidth_bps is None or self._closed:
+            return stats
+        for host in self.hosts:
+            for key, ns, dev in (
+                (f"{host}.out", self.namespace(host), "eth0"),
+                (f"{host}.in", self.bridge_namespace, f"v{host}"),
+            ):
+                r = _run([self._tc, "-n", ns, "-s", "-j", "qdisc", "show", "dev", dev])
+                if r.returncode != 0:
+                    continue
+                for q in json.loads(r.stdout or "[]"):
+                    if q.get("kind") == "tbf":
+                        stats[key] = {
+                            f: int(q.get(f, 0)) for f in ("bytes", "packets", "drops", "overlimits")
+                        }
+        return stats
+
     @property
     def namespaces(self) -> tuple[str, ...]:
         """Every namespace this testbed created and has not removed yet."""

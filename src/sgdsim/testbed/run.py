@@ -9,6 +9,7 @@ worker is training, after a warm-up.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +52,14 @@ class MeasurementResult:
         bandwidth_bps: NIC rate per direction in bit/s; None = unshaped.
         latency_s: one-way host-to-host delay in seconds added by netem.
         loopback: True when run on 127.0.0.1 without namespaces or shaping.
+        step_end_times: per worker, the end of every step it ran, in seconds
+            since the window started (negative: warm-up).
+        window_start: epoch seconds at which the window started.
+        qdisc: counters of every shaping qdisc over the whole run
+            (:meth:`~sgdsim.testbed.netns.Testbed.qdisc_stats`); empty unshaped.
+        cpu_busy, cpu_steal: share of this machine's CPU time that was busy, and
+            that the hypervisor stole, over the window (:class:`CpuSampler`);
+            None if ``/proc/stat`` could not be read.
     """
 
     workers: int
@@ -60,6 +70,16 @@ class MeasurementResult:
     bandwidth_bps: float | None
     latency_s: float
     loopback: bool
+    step_end_times: tuple[tuple[float, ...], ...] = ()
+    window_start: float = 0.0
+    qdisc: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    cpu_busy: float | None = None
+    cpu_steal: float | None = None
+
+    @property
+    def drops(self) -> int:
+        """Packets the shaping queues dropped over the run (all hosts, both directions)."""
+        return sum(q["drops"] for q in self.qdisc.values())
 
 
 def log(msg: str) -> None:
@@ -86,37 +106,116 @@ def _exit_text(rc: int) -> str:
     return f"exited with code {rc}"
 
 
+class CpuSampler:
+    """Samples this machine's CPU time counters (``/proc/stat``) in a background thread.
+
+    :meth:`fractions` gives, over a time window, the share of the node's CPU
+    time that was busy (user, nice, system, irq, softirq) and stolen by the
+    hypervisor (steal): a testbed point near busy = 1 is CPU-bound, and steal
+    says how much of the node another tenant took.
+    """
+
+    _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        self.samples: list[tuple[float, tuple[int, ...]]] = []
+        self._stop = threading.Event()
+        self._interval = interval_s
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    @staticmethod
+    def read() -> tuple[int, ...] | None:
+        """The aggregate ``cpu`` line of ``/proc/stat`` (clock ticks), or None."""
+        try:
+            with open("/proc/stat") as f:
+                parts = f.readline().split()
+        except OSError:
+            return None
+        if not parts or parts[0] != "cpu" or len(parts) < 9:
+            return None
+        return tuple(int(x) for x in parts[1:9])
+
+    def _run(self) -> None:
+        while True:
+            c = self.read()
+            if c is not None:
+                self.samples.append((time.time(), c))
+            if self._stop.wait(self._interval):
+                return
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def fractions(self, start: float, end: float) -> tuple[float, float] | None:
+        """(busy, steal) fractions of all CPU time between the samples nearest inside
+        ``[start, end]`` (epoch seconds); None with fewer than two samples there."""
+        inside = [(t, c) for t, c in self.samples if start <= t <= end]
+        if len(inside) < 2:
+            return None
+        a, b = inside[0][1], inside[-1][1]
+        d = dict(zip(self._FIELDS, (y - x for x, y in zip(a, b, strict=True)), strict=True))
+        total = sum(d.values())
+        if total <= 0:
+            return None
+        busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
+        return busy / total, d["steal"] / total
+
+
+def window_start(
+    step_end_times: Sequence[Sequence[float]], warmup_s: float, warmup_steps: int
+) -> float:
+    """Start of the measurement window: ``warmup_s`` after the last worker's
+    ``warmup_steps``-th step end (its first with 0 or 1), in the times' unit.
+
+    Raises:
+        MeasurementError: a worker ended fewer steps than that.
+    """
+    k = max(warmup_steps, 1)
+    if any(len(t) < k for t in step_end_times):
+        raise MeasurementError(f"a worker finished before its {k} warm-up step(s)")
+    return max(t[k - 1] for t in step_end_times) + warmup_s
+
+
 def summarize(
     step_end_times: Sequence[Sequence[float]],
     warmup_s: float,
     sub_windows: int = 4,
+    warmup_steps: int = 1,
 ) -> tuple[float, tuple[float, ...], float, tuple[float, ...]]:
     """Rates over the common window of the workers' step end times (epoch seconds).
 
-    The window starts ``warmup_s`` seconds after the last worker's first step
-    ended and stops when the first worker's last step ended. A worker's rate is
-    the number of its steps that ended inside the window after its first one
-    there, divided by the time between its first and last step end there (whole
-    steps only, so a window that cuts a slow step does not bias the rate by up
-    to one step); a worker with fewer than two step ends inside falls back to
-    steps ended inside / window. The total is the sum over workers.
+    A worker is warm when its ``warmup_steps``-th step ended (its first step
+    end with ``warmup_steps`` = 0 or 1). The window starts ``warmup_s`` seconds
+    after the last worker is warm and stops when the first worker's last step
+    ended. A worker's rate is the number of its steps that ended inside the
+    window after its first one there, divided by the time between its first and
+    last step end there (whole steps only, so a window that cuts a slow step
+    does not bias the rate by up to one step); a worker with fewer than two
+    step ends inside falls back to steps ended inside / window. The total is
+    the sum over workers.
 
     Returns:
         (total steps/s, per-worker steps/s, window in seconds, total steps/s per
         sub-window; each sub-window's rate counts step ends inside it).
 
     Raises:
-        MeasurementError: a worker ran no step, or the window is empty.
+        MeasurementError: a worker ran no step or fewer than ``warmup_steps``, or
+            the window is empty.
     """
     if not step_end_times or any(len(t) == 0 for t in step_end_times):
         raise MeasurementError("a worker finished without completing a single step")
-    start = max(t[0] for t in step_end_times) + warmup_s
+    start = window_start(step_end_times, warmup_s, warmup_steps)
     end = min(t[-1] for t in step_end_times)
     window = end - start
     if window <= 0:
         raise MeasurementError(
-            f"no common window after the {warmup_s:g} s warm-up in which every worker trained "
-            "(workers started too far apart); raise duration_s"
+            f"no common window after the warm-up ({warmup_steps} step(s) + {warmup_s:g} s) "
+            "in which every worker trained (workers started too far apart); raise duration_s"
         )
     per_list = []
     for t in step_end_times:
@@ -144,13 +243,18 @@ def run_async_measurement(
     loopback: bool = False,
     startup_s: float = 180.0,
     sub_windows: int = 4,
+    warmup_steps: int = 3,
+    min_steps: int = 4,
+    max_step_s: float = 30.0,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers and measure steps/s.
 
-    Each worker trains ``warmup_s + duration_s`` seconds plus a short allowance
-    for staggered starts; the rates are counted over the window, after warm-up,
-    in which every worker trained (see :func:`summarize`). The whole run is
-    bounded by ``startup_s + warmup_s + duration_s`` seconds. The PS and the
+    Each worker runs ``warmup_steps`` steps, then trains ``warmup_s +
+    duration_s`` seconds plus a short allowance for staggered starts, and at
+    least ``min_steps`` steps; the rates are counted over the window, after
+    warm-up, in which every worker trained (see :func:`summarize`). The whole
+    run is bounded by ``startup_s + warmup_s + duration_s`` seconds plus
+    ``max_step_s`` per warm-up and minimum step. The PS and the
     workers are stopped, and the testbed removed, on success, error, timeout and
     Ctrl-C.
 
@@ -160,31 +264,39 @@ def run_async_measurement(
         bandwidth_bps: each host NIC's rate per direction in bit/s; None = unshaped.
         latency_s: one-way host-to-host delay in seconds (netem); 0 = none.
         duration_s: seconds of measurement after warm-up.
-        warmup_s: seconds skipped after the last worker's first step.
+        warmup_s: seconds skipped after the last worker's warm-up steps.
         loopback: run every process on 127.0.0.1 without namespaces (no root needed);
             no shaping, so the result records ``bandwidth_bps=None, latency_s=0``.
         startup_s: seconds allowed for process start, graph building and init.
         sub_windows: number of equal sub-windows in ``steps_per_s_windows``.
+        warmup_steps: steps each worker runs before the window may start
+            (TensorFlow's first steps in a process run slower).
+        min_steps: steps each worker runs after warm-up, at least, however
+            long they take (a window of few multi-second steps is noisy).
+        max_step_s: seconds a step may take, for the deadline.
 
     Raises:
         MeasurementError: a process failed (names it), the run exceeded its deadline,
             or no common window remained.
         TestbedUnavailable: not loopback and the testbed cannot run here.
-        ValueError: workers < 1, duration_s <= 0, warmup_s < 0 or sub_windows < 1.
+        ValueError: workers < 1, duration_s <= 0, warmup_s < 0, sub_windows < 1,
+            warmup_steps < 0 or min_steps < 0.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    if not duration_s > 0 or not warmup_s >= 0 or sub_windows < 1:
+    bad_steps = min(warmup_steps, min_steps) < 0
+    if not duration_s > 0 or not warmup_s >= 0 or sub_windows < 1 or bad_steps:
         raise ValueError(
-            f"need duration_s > 0, warmup_s >= 0, sub_windows >= 1; got {duration_s}, "
-            f"{warmup_s}, {sub_windows}"
+            "need duration_s > 0, warmup_s >= 0, sub_windows >= 1, warmup_steps >= 0, "
+            f"min_steps >= 0; got {duration_s}, {warmup_s}, {sub_windows}, {warmup_steps}, "
+            f"{min_steps}"
         )
     if loopback and (bandwidth_bps is not None or latency_s > 0):
         log("loopback mode: bandwidth and latency are not emulated (recorded as unshaped)")
         bandwidth_bps, latency_s = None, 0.0
     skew_s = 2.0 + 0.05 * duration_s  # allowance for workers that start a little later
     train_s = warmup_s + duration_s + skew_s
-    limit_s = startup_s + train_s
+    limit_s = startup_s + train_s + max_step_s * (warmup_steps + min_steps)
     env = _child_env()
     testbed: Testbed | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -234,12 +346,17 @@ def run_async_measurement(
                         f"{train_s:g}",
                         "--out",
                         str(outs[f"w{k}"]),
+                        "--warmup-steps",
+                        str(warmup_steps),
+                        "--min-steps",
+                        str(min_steps),
                         "--lifetime",
                         f"{limit_s + 30:.0f}",
                     ],
                 )
             log(f"started {', '.join(procs)}")
-            _wait(procs, workers, limit_s)
+            with CpuSampler() as cpu:
+                _wait(procs, workers, limit_s)
             times = []
             for k in range(workers):
                 try:
@@ -247,16 +364,26 @@ def run_async_measurement(
                 except (OSError, ValueError) as e:
                     raise MeasurementError(f"worker w{k} wrote no valid result: {e}") from e
                 times.append(sorted(float(x) for x in data["step_end_times"]))
-        total, per, window, sub = summarize(times, warmup_s, sub_windows)
+        total, per, window, sub = summarize(times, warmup_s, sub_windows, warmup_steps)
+        t0 = window_start(times, warmup_s, warmup_steps)
+        busy_steal = cpu.fractions(t0, t0 + window)
+        qdisc = testbed.qdisc_stats() if testbed is not None else {}
     finally:
         for p in procs.values():
             stop(p)
         if testbed is not None:
             testbed.close()
+    cpu_text = (
+        "not sampled"
+        if busy_steal is None
+        else f"busy {busy_steal[0]:.0%}, stolen {busy_steal[1]:.0%}"
+    )
     log(
         f"{workers} worker(s): {total:.3f} steps/s over {window:.1f} s "
         f"(per worker {', '.join(f'{r:.3f}' for r in per)}; "
-        f"sub-windows {', '.join(f'{r:.3f}' for r in sub)})"
+        f"sub-windows {', '.join(f'{r:.3f}' for r in sub)}); "
+        f"{sum(q['drops'] for q in qdisc.values())} packets dropped by the shapers; CPU "
+        f"{cpu_text}"
     )
     return MeasurementResult(
         workers=workers,
@@ -267,6 +394,11 @@ def run_async_measurement(
         bandwidth_bps=bandwidth_bps,
         latency_s=latency_s,
         loopback=loopback,
+        step_end_times=tuple(tuple(x - t0 for x in t) for t in times),
+        window_start=t0,
+        qdisc=qdisc,
+        cpu_busy=None if busy_steal is None else busy_steal[0],
+        cpu_steal=None if busy_steal is None else busy_steal[1],
     )
 
 

@@ -7,8 +7,9 @@ are asynchronous: each worker applies its gradients to the PS variables as soon
 as its step is done. Task 0 is the chief and initializes the variables; the
 others wait (bounded) until ``report_uninitialized_variables()`` is empty.
 
-The worker trains until ``--duration`` seconds have passed since its first step
-started and writes ``--out`` atomically as JSON::
+The worker runs ``--warmup-steps`` steps, then trains until ``--duration``
+seconds have passed since the last of them ended and at least ``--min-steps``
+more steps ended, and writes ``--out`` atomically as JSON::
 
     {"task": k, "host": ..., "start_time": epoch s, "init_wait_s": s,
      "step_end_times": [epoch s of the end of every step (time.time())]}
@@ -46,8 +47,15 @@ def run_worker(
     duration_s: float,
     out: Path,
     init_wait_s: float = INIT_WAIT_S,
+    warmup_steps: int = 0,
+    min_steps: int = 0,
 ) -> int:
-    """Train ``spec`` asynchronously as ``/job:worker/task:{task}`` for ``duration_s`` seconds.
+    """Train ``spec`` asynchronously as ``/job:worker/task:{task}``.
+
+    Runs ``warmup_steps`` steps, then trains until ``duration_s`` seconds have
+    passed since the last warm-up step ended and at least ``min_steps`` more
+    steps ended (TensorFlow's first steps in a process are slower: allocator
+    growth, first-run kernels, TCP windows).
 
     Writes the step end times (epoch seconds) to ``out`` as JSON, atomically.
 
@@ -96,14 +104,21 @@ def run_worker(
                     )
                 time.sleep(0.1)
         init_wait = time.monotonic() - t_wait
-        log(f"task {task}: variables ready after {init_wait:.2f} s; training {duration_s:g} s")
+        log(
+            f"task {task}: variables ready after {init_wait:.2f} s; {warmup_steps} warm-up "
+            f"step(s), then {duration_s:g} s and at least {min_steps} step(s)"
+        )
         ends: list[float] = []
         start = time.time()
         now = start
-        while now - start < duration_s:
+        while True:
             sess.run(train_op)
             now = time.time()
             ends.append(now)
+            if len(ends) >= warmup_steps + min_steps:
+                warm = ends[warmup_steps - 1] if warmup_steps else start
+                if now - warm >= duration_s:
+                    break
     result = {
         "task": task,
         "host": platform.node(),
@@ -124,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", required=True, type=int, help="worker task index (0 = chief)")
     p.add_argument("--duration", required=True, type=float, help="seconds of training")
     p.add_argument("--out", required=True, type=Path, help="JSON file to write")
+    p.add_argument("--warmup-steps", type=int, default=0, help="steps before the duration counts")
+    p.add_argument("--min-steps", type=int, default=0, help="steps after warm-up, at least")
     p.add_argument(
         "--lifetime", type=float, default=None, help="hard limit in seconds (duration + 600)"
     )
@@ -133,7 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     timer.daemon = True
     timer.start()
     try:
-        run_worker(ProfileSpec.from_json(a.spec), json.loads(a.cluster), a.task, a.duration, a.out)
+        run_worker(
+            ProfileSpec.from_json(a.spec),
+            json.loads(a.cluster),
+            a.task,
+            a.duration,
+            a.out,
+            warmup_steps=a.warmup_steps,
+            min_steps=a.min_steps,
+        )
     except Exception as e:  # reported by the parent with the log
         log(f"task {a.task}: error: {type(e).__name__}: {e}")
         sys.stderr.flush()
