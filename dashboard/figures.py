@@ -85,3 +85,60 @@ def policy_figure(df: pl.DataFrame, model: str, network: str) -> go.Figure:
         margin={"t": 60},
     )
     return fig
+
+
+def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
+    """Measured and predicted steps/s against workers for one model: per network and
+    policy, the measurements as markers with their sub-window standard deviation
+    and the prediction as a dashed line of the same colour.
+
+    Args:
+        df: rows of the ``validation`` view for one model (columns network,
+            bandwidth_bps, policy, workers, measured_steps_per_s,
+            measured_steps_per_s_std, predicted_steps_per_s).
+        model: model name, for the title.
+    """
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+    fig = go.Figure()
+    groups = (
+        df.select("network", "bandwidth_bps", "policy").unique().sort("bandwidth_bps", "policy")
+    )
+    for i, (network, _, policy) in enumerate(groups.iter_rows()):
+        d = df.filter((pl.col("network") == network) & (pl.col("policy") == policy)).sort("workers")
+        color = palette[i % len(palette)]
+        label = f"{network} · {policy}"
+        errors = d["ape_pct"].to_list() if "ape_pct" in d.columns else [None] * d.height
+        fig.add_trace(
+            go.Scatter(
+                x=d["workers"].to_list(),
+                y=d["measured_steps_per_s"].to_list(),
+                error_y={"array": d["measured_steps_per_s_std"].fill_null(0).to_list()},
+                mode="markers",
+                marker={"color": color, "size": 9},
+                name=f"{label} measured",
+                customdata=[[e if e is not None else float("nan")] for e in errors],
+                hovertemplate="N=%{x}<br>measured %{y:.3g} steps/s"
+                + "<br>|error| %{customdata[0]:.1f} %"
+                + f"<extra>{label}</extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=d["workers"].to_list(),
+                y=d["predicted_steps_per_s"].to_list(),
+                mode="lines",
+                line={"color": color, "dash": "dash"},
+                name=f"{label} predicted",
+                hovertemplate="N=%{x}<br>predicted %{y:.3g} steps/s" + f"<extra>{label}</extra>",
+            )
+        )
+    fig.update_layout(
+        title=f"{model}: measured (markers) and predicted (dashed) steps/s on the testbed",
+        xaxis={"title": "workers N", "dtick": 1},
+        yaxis={"title": "Throughput (steps/s, all workers)", "rangemode": "tozero"},
+        legend={"title": "network · policy"},
+        showlegend=True,
+        template="plotly_white",
+        margin={"t": 60},
+    )
+    return fig

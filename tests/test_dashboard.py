@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from conftest import ROOT
 
-from dashboard.figures import policy_figure, scaling_figure
+from dashboard.figures import policy_figure, scaling_figure, validation_figure
 from sgdsim.profiling.procs import free_ports, spawn, stop
 
 
@@ -48,6 +48,50 @@ def test_policy_figure_has_one_line_per_policy():
     assert [t.name for t in fig.data] == ["fifo_random", "tictac"]
     assert list(fig.data[1].x) == [1, 2] and list(fig.data[1].y) == [2.0, 3.0]
     assert "1Gbps" in fig.layout.title.text
+
+
+def test_validation_figure_pairs_measured_markers_with_predicted_lines():
+    df = pl.DataFrame(
+        {
+            "network": ["200Mbps", "100Mbps", "100Mbps", "100Mbps"],
+            "bandwidth_bps": [2e8, 1e8, 1e8, 1e8],
+            "policy": ["tf_default", "tf_default", "tf_default", "tictac"],
+            "workers": [1, 2, 1, 1],
+            "measured_steps_per_s": [2.0, 1.8, 1.0, 0.9],
+            "measured_steps_per_s_std": [0.1, None, 0.05, 0.02],
+            "predicted_steps_per_s": [2.1, 1.7, 1.1, 0.8],
+            "ape_pct": [5.0, 5.6, 10.0, 11.1],
+        }
+    )
+    fig = validation_figure(df, "M")
+    # slowest network first, then policy; measured (markers) before predicted (lines)
+    assert [t.name for t in fig.data] == [
+        "100Mbps · tf_default measured",
+        "100Mbps · tf_default predicted",
+        "100Mbps · tictac measured",
+        "100Mbps · tictac predicted",
+        "200Mbps · tf_default measured",
+        "200Mbps · tf_default predicted",
+    ]
+    measured, predicted = fig.data[0], fig.data[1]
+    assert measured.mode == "markers" and predicted.mode == "lines"
+    assert list(measured.x) == [1, 2] and list(measured.y) == [1.0, 1.8]
+    assert list(measured.error_y.array) == [0.05, 0.0]  # a missing std draws no bar
+    assert list(predicted.y) == [1.1, 1.7]
+    assert measured.marker.color == predicted.line.color
+
+
+def measured_ok(run: Path) -> bool:
+    """Whether the tiny run measured its validation points (root), from its store."""
+    import duckdb
+
+    con = duckdb.connect(str(run / "results" / "sgdsim.duckdb"), read_only=True)
+    try:
+        return (
+            con.execute("SELECT count(*) FROM measurements WHERE status = 'ok'").fetchone()[0] > 0
+        )
+    finally:
+        con.close()
 
 
 def tiny_config() -> dict:
@@ -102,7 +146,7 @@ def dashboard_url(tiny_run: Path) -> Iterator[str]:
 
 @pytest.mark.slow
 @pytest.mark.browser
-def test_scaling_page_renders_and_reacts_in_headless_chromium(dashboard_url: str):
+def test_scaling_page_renders_and_reacts_in_headless_chromium(dashboard_url: str, tiny_run: Path):
     missing = _browser_missing()
     if missing:
         if os.environ.get("CI"):
@@ -163,6 +207,26 @@ def test_scaling_page_renders_and_reacts_in_headless_chromium(dashboard_url: str
         wait.until(lambda d: len(policy_lines(d)) == len(policies))
         legend = driver.find_elements(By.CSS_SELECTOR, "#policies-graph .legendtext")
         assert sorted(e.text for e in legend) == policies
+        # the validation page: measured and predicted per network and policy measured
+        driver.find_element(By.LINK_TEXT, "Validation").click()
+        measured = {
+            (net, pol)
+            for p in tiny_config()["validation"]["points"]
+            for net in [n["name"] for n in tiny_config()["validation"]["networks"]]
+            for pol in p.get("policies", ["tf_default"])
+        }
+        if measured_ok(tiny_run):
+            wait.until(
+                lambda d: (
+                    len(d.find_elements(By.CSS_SELECTOR, "#validation-graph .trace"))
+                    == 2 * len(measured)
+                )
+            )
+            rows = driver.find_elements(By.CSS_SELECTOR, "#validation-table tr")
+            assert len(rows) == 1 + len(measured)  # header + one row per network and policy
+        else:  # the testbed skipped every point: the page says why
+            text = driver.find_element(By.ID, "validation-empty").text
+            assert "needs root" in text
     finally:
         driver.quit()
         shutil.rmtree(profile_dir, ignore_errors=True)

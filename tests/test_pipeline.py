@@ -165,6 +165,23 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
     # the testbed places every worker on this node: the prediction shares its cores
     placed = "SELECT bool_and(workers_per_node = workers) FROM testbed_predictions"
     assert con.execute(placed).fetchone()[0]
+    # each network's calibrated kernel CPU per byte reaches its predictions
+    for net in cfg["validation"]["networks"]:
+        cal_path = tiny_run / "results" / "validation" / "calibration" / f"{net['name']}.json"
+        cal = json.loads(cal_path.read_text())
+        assert cal["status"] == "ok" and cal["testbed_s_per_byte"] > 0
+        used = con.execute(
+            "SELECT DISTINCT network_cpu_s_per_byte FROM testbed_predictions WHERE network = ?",
+            [net["name"]],
+        ).fetchall()
+        assert used == [(cal["network_cpu_s_per_byte"],)]
+    # every measured run recorded its step ends and the machine's CPU over the window
+    runs = con.execute(
+        "SELECT step_end_times, cpu_busy, cpu_steal, shaper_drops FROM measurements"
+    ).fetchall()
+    for ends, busy, steal, drops in runs:
+        assert all(sum(t >= 0 for t in w) >= 4 for w in ends)  # min_steps in the window
+        assert 0 < busy <= 1 and 0 <= steal < 1 and drops >= 0
     con.close()
 
 

@@ -487,3 +487,23 @@ def test_cpu_bound_is_cores_over_cpu_seconds_per_step():
     assert cpu_bound_steps_per_s(w, 2, 2) == pytest.approx(2 / 0.3)
     with pytest.raises(ValueError, match="one node"):
         cpu_bound_steps_per_s(w, 4, 2, ps_with_workers=True)
+    # the testbed's network costs 50 ns per byte moved: 2 MB a step (1 MB each way)
+    # add 0.1 CPU s per step: 2 / (0.3 + 0.1 + 0.1)
+    assert cpu_bound_steps_per_s(
+        w, 4, 4, ps_with_workers=True, network_cpu_s_per_byte=5e-8
+    ) == pytest.approx(4.0)
+
+
+def test_network_cpu_leaves_the_rest_of_the_cores_to_compute():
+    import dataclasses
+
+    from sgdsim.simulation.bounds import compute_slowdown
+
+    w = dataclasses.replace(
+        workload([0.1], [1e6], [0], [1e6], [0], [0.001]), node_cores=2, worker_cpu_s=0.3
+    )
+    # 5 steps/s × 2 MB × 50 ns = 0.5 CPU s/s on 2 cores: u = 0.25, compute takes 1/0.75
+    assert compute_slowdown(w, 5.0, 5e-8) == pytest.approx(1 / 0.75)
+    assert compute_slowdown(w, 0.0, 5e-8) == 1.0
+    assert compute_slowdown(w, 1e6, 5e-8) == pytest.approx(10.0)  # u capped at 0.9
+    assert compute_slowdown(dataclasses.replace(w, node_cores=None), 5.0, 5e-8) == 1.0

@@ -272,6 +272,22 @@ def test_worker_killed_mid_run_ends_the_run_and_leaves_nothing(testbed_ok):
     assert child_processes() == []
 
 
+@pytest.mark.slow
+def test_calibration_measures_the_testbeds_network_cpu_per_byte(testbed_ok):
+    from sgdsim.testbed.calibrate import network_cpu_per_byte
+
+    before = ours()
+    r = network_cpu_per_byte(100e6, seconds=1.0)
+    print(r)
+    assert r.bytes_moved == 2 * 12_500_000  # 1 s at 100 Mbit/s, each way
+    # the shaped veth/bridge path costs the kernel CPU; loopback costs it less
+    assert r.testbed_s_per_byte > 0 and r.loopback_s_per_byte >= 0
+    assert r.extra_s_per_byte == max(0.0, r.testbed_s_per_byte - r.loopback_s_per_byte)
+    assert r.testbed_s_per_byte < 1e-6  # under 1 µs per byte: a CPU cost, not wall time
+    assert ours() == before
+    assert child_processes() == []
+
+
 def test_rate_counts_whole_steps_inside_the_window():
     from sgdsim.testbed.run import summarize
 

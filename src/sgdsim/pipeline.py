@@ -95,6 +95,7 @@ def _predict(
     policy: str,
     workers_per_node: int,
     ps_with_workers: bool = False,
+    network_cpu_s_per_byte: float = 0.0,
 ) -> dict[str, Any]:
     """Simulated metrics of one point, capped by the nodes' CPU (flat record).
 
@@ -106,35 +107,64 @@ def _predict(
     network's round-trip latency); with ``ps_with_workers`` (the testbed: every
     process on one node) that round trip is CPU work sharing the node's cores
     with the workers' compute (``pull_gap_cpu``).
+
+    With ``network_cpu_s_per_byte`` > 0 (the testbed's network runs on the
+    node's cores) the workers' compute, per-step overhead and pull start are
+    stretched by :func:`sgdsim.simulation.bounds.compute_slowdown` at the
+    predicted throughput, a fixed point found by damped iteration (4 rounds:
+    more throughput leaves less CPU to compute, so the iteration contracts);
+    ``compute_slowdown`` records the factor used.
     """
+    import dataclasses
     import math
 
     from sgdsim.simulation import simulate_async_replicated
-    from sgdsim.simulation.bounds import cpu_bound_steps_per_s
+    from sgdsim.simulation.bounds import compute_slowdown, cpu_bound_steps_per_s
 
     sim = config["simulation"]
     gap = workload.rpc_rtt_s + 2 * network.latency_s
-    r = simulate_async_replicated(
-        workload,
-        network,
-        workers=workers,
-        steps_per_worker=sim["steps_per_worker"],
-        warmup_steps=sim["warmup_steps"],
-        policy=policy,
-        seed=config.get("seed", 42),
-        replications=sim.get("replications", 5),
-        workers_per_node=workers_per_node,
-        ps_discipline=sim.get("ps_discipline", "fair"),
-        pull_gap_s=gap,
-        pull_gap_cpu=ps_with_workers,
-        **policy_sizes(sim),
-    )
+
+    def run(wl: Any) -> Any:
+        return simulate_async_replicated(
+            wl,
+            network,
+            workers=workers,
+            steps_per_worker=sim["steps_per_worker"],
+            warmup_steps=sim["warmup_steps"],
+            policy=policy,
+            seed=config.get("seed", 42),
+            replications=sim.get("replications", 5),
+            workers_per_node=workers_per_node,
+            ps_discipline=sim.get("ps_discipline", "fair"),
+            pull_gap_s=gap,
+            pull_gap_cpu=ps_with_workers,
+            **policy_sizes(sim),
+        )
+
+    r = run(workload)
+    slowdown = 1.0
+    if network_cpu_s_per_byte > 0:
+        x = r.steps_per_s
+        for _ in range(4):
+            slowdown = compute_slowdown(workload, x, network_cpu_s_per_byte)
+            r = run(
+                dataclasses.replace(
+                    workload,
+                    seg_dur_s=workload.seg_dur_s * slowdown,
+                    overhead_s=workload.overhead_s * slowdown,
+                    pull_start_s=workload.pull_start_s * slowdown,
+                )
+            )
+            x = 0.5 * (x + r.steps_per_s)
     row = asdict(r)
     row["sim_wall_s"] = row.pop("wall_s")
-    bound = cpu_bound_steps_per_s(workload, workers, workers_per_node, ps_with_workers)
+    bound = cpu_bound_steps_per_s(
+        workload, workers, workers_per_node, ps_with_workers, network_cpu_s_per_byte
+    )
     row["sim_steps_per_s"] = r.steps_per_s
     row["cpu_bound_steps_per_s"] = None if math.isinf(bound) else bound
     row["pull_gap_s"] = gap
+    row["compute_slowdown"] = slowdown
     if bound < r.steps_per_s:
         row["steps_per_s"] = bound
         row["samples_per_s"] = bound * workload.batch_size
@@ -322,9 +352,50 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
         "window_s": r.window_s,
         "step_end_times": [list(t) for t in r.step_end_times],
+        "cpu_busy": r.cpu_busy,
+        "cpu_steal": r.cpu_steal,
+        "shaper_drops": r.drops,
     }
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
+
+
+def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name: str) -> None:
+    """Measure the testbed's network CPU per byte for one validation network (JSON).
+
+    Writes ``{"status": "ok", "network_cpu_s_per_byte": …, …}`` from
+    :func:`sgdsim.testbed.calibrate.network_cpu_per_byte`, or ``status``
+    ``skipped`` with the reason (and 0 s per byte) where the testbed cannot run.
+
+    Raises:
+        CalibrationError: the transfer failed (nothing is written).
+    """
+    from sgdsim.testbed import check_available
+    from sgdsim.testbed.calibrate import network_cpu_per_byte
+
+    net = _validation_network(config, network_name)
+    why = check_available()
+    row: dict[str, Any] = {"network": net["name"], "bandwidth_bps": float(net["bandwidth_bps"])}
+    if why is not None:
+        print(f"[calibrate] skipped: {why}", file=sys.stderr)
+        row |= {"status": "skipped", "reason": why, "network_cpu_s_per_byte": 0.0}
+    else:
+        r = network_cpu_per_byte(float(net["bandwidth_bps"]))
+        row |= {
+            "status": "ok",
+            "reason": "",
+            "network_cpu_s_per_byte": r.extra_s_per_byte,
+            "testbed_s_per_byte": r.testbed_s_per_byte,
+            "loopback_s_per_byte": r.loopback_s_per_byte,
+            "bytes_moved": r.bytes_moved,
+        }
+        print(
+            f"[calibrate] {net['name']}: kernel CPU {r.testbed_s_per_byte * 1e9:.1f} ns/byte "
+            f"through the testbed, {r.loopback_s_per_byte * 1e9:.1f} on loopback",
+            file=sys.stderr,
+        )
+    with atomic_path(out_path) as tmp:
+        Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 
 
 def predict_testbed_stage(
@@ -333,6 +404,7 @@ def predict_testbed_stage(
     tables_dir: str,
     out_path: str,
     wildcards: dict[str, str],
+    calibration_path: str | None = None,
 ) -> None:
     """Predict one validation point for the testbed's placement; one-row Parquet file.
 
@@ -342,7 +414,9 @@ def predict_testbed_stage(
     NICs of the validation network's rate less TCP/IP and Ethernet headers
     (:data:`sgdsim.simulation.bounds.TBF_PAYLOAD_FRACTION`). Points
     measured on loopback (no root) are predicted for the profile's own loopback
-    network fit instead.
+    network fit instead. ``calibration_path``: the network's
+    :func:`calibrate_testbed_stage` result, whose CPU per byte the prediction
+    charges to the node (see :func:`_predict`).
     """
     from sgdsim.simulation import Network, Workload
 
@@ -352,12 +426,16 @@ def predict_testbed_stage(
     network = Network.from_bits(
         net["bandwidth_bps"] * TBF_PAYLOAD_FRACTION, float(net.get("latency_s", 0.0)), net["name"]
     )
+    net_cpu = 0.0
+    if calibration_path is not None:
+        net_cpu = float(json.loads(Path(calibration_path).read_text())["network_cpu_s_per_byte"])
     if config["validation"].get("unprivileged", "skip") == "loopback":
         from sgdsim.testbed import check_available
 
         if check_available(need_netem=network.latency_s > 0) is not None:
             fit = pl.read_parquet(Path(tables_dir) / "profile.parquet")
             network = Network(float(fit["profile_bandwidth_Bps"][0]), 0.0, "loopback")
+            net_cpu = 0.0
     row = {
         "model": wildcards["model"],
         "hardware": wildcards["hardware"],
@@ -366,8 +444,16 @@ def predict_testbed_stage(
         "predicted_bandwidth_Bps": network.bandwidth_Bps,
         "batch_size": workload.batch_size,
         "workers_per_node": workers,
+        "network_cpu_s_per_byte": net_cpu,
         **_predict(
-            config, workload, network, workers, wildcards["policy"], workers, ps_with_workers=True
+            config,
+            workload,
+            network,
+            workers,
+            wildcards["policy"],
+            workers,
+            ps_with_workers=True,
+            network_cpu_s_per_byte=net_cpu,
         ),
     }
     with atomic_path(out_path) as tmp:

@@ -90,7 +90,7 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
         """
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
-               hardware, loopback
+               hardware, loopback, cpu_busy, cpu_steal
         FROM validation ORDER BY model, bandwidth_bps, network, policy, workers
         """
     ).fetchall()
@@ -178,9 +178,16 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "± std",
                     "predicted steps/s",
                     "error %",
+                    "CPU busy / stolen %",
                 ],
-                [(*r[:4], r[4], r[5], r[6], f"{r[7]:+.1f}") for r in points],
+                [
+                    (*r[:4], r[4], r[5], r[6], f"{r[7]:+.1f}", _busy_steal(r[11], r[12]))
+                    for r in points
+                ],
             ),
+            "",
+            "CPU busy / stolen: share of this machine's CPU time that was busy, and that the "
+            "hypervisor took for other tenants, over the measured window (`/proc/stat`).",
         ]
         if any(r[10] for r in points):
             text += ["", "Points marked loopback ran unshaped on 127.0.0.1 (no root)."]
@@ -193,6 +200,10 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ]
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text("\n".join(text) + "\n")
+
+
+def _busy_steal(busy: float | None, steal: float | None) -> str:
+    return "—" if busy is None or steal is None else f"{100 * busy:.0f} / {100 * steal:.0f}"
 
 
 def accuracy_plot(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:

@@ -10,4 +10,5 @@ predict_testbed_stage(
     snakemake.input.profile,
     snakemake.output.prediction,
     dict(snakemake.wildcards),
+    snakemake.input.calibration,
 )

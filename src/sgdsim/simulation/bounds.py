@@ -28,8 +28,37 @@ ETHERNET_PAYLOAD_FRACTION = 1448 / 1538
 TBF_PAYLOAD_FRACTION = 1448 / 1514
 
 
+def network_cpu_s_per_step(workload: Workload, network_cpu_s_per_byte: float) -> float:
+    """CPU seconds per step the network path costs beyond loopback: every pulled and
+    pushed byte of one step times ``network_cpu_s_per_byte``."""
+    moved = float(workload.pull_bytes.sum() + workload.push_bytes.sum())
+    return moved * network_cpu_s_per_byte
+
+
+def compute_slowdown(
+    workload: Workload, steps_per_s: float, network_cpu_s_per_byte: float
+) -> float:
+    """Factor ≥ 1 by which network CPU on the node stretches the workers' compute.
+
+    At ``steps_per_s`` (all workers) the network path keeps
+    ``u = steps_per_s · network_cpu_s_per_step / cores`` of the node's cores
+    busy (utilization law, Denning and Buzen 1978); processor sharing leaves
+    ``1 − u`` to compute, which therefore takes ``1 / (1 − u)`` as long (u is
+    capped at 0.9). 1 when ``node_cores`` was not measured.
+    """
+    c = workload.node_cores
+    if c is None or c <= 0:
+        return 1.0
+    u = steps_per_s * network_cpu_s_per_step(workload, network_cpu_s_per_byte) / c
+    return 1.0 / (1.0 - min(max(u, 0.0), 0.9))
+
+
 def cpu_bound_steps_per_s(
-    workload: Workload, workers: int, workers_per_node: int, ps_with_workers: bool = False
+    workload: Workload,
+    workers: int,
+    workers_per_node: int,
+    ps_with_workers: bool = False,
+    network_cpu_s_per_byte: float = 0.0,
 ) -> float:
     """Upper bound on steps/s (all workers) from the CPU cores of the nodes, or ``inf``.
 
@@ -43,6 +72,9 @@ def cpu_bound_steps_per_s(
             Otherwise each of the ``ps_tasks`` PS nodes (same kind of node) carries
             its share of ``ps_cpu_s`` per step, and each worker node
             ``worker_cpu_s`` per step of each of its workers.
+        network_cpu_s_per_byte: with ``ps_with_workers``, CPU seconds the node
+            spends per byte moved beyond what the profile measured
+            (:func:`network_cpu_s_per_step`).
 
     Returns:
         ``min`` over the nodes of cores / CPU seconds per step, in steps/s.
@@ -57,7 +89,8 @@ def cpu_bound_steps_per_s(
     if ps_with_workers:
         if nodes != 1:
             raise ValueError("ps_with_workers needs every worker on one node")
-        return c / (dw + dp) if dw + dp > 0 else math.inf
+        d = dw + dp + network_cpu_s_per_step(workload, network_cpu_s_per_byte)
+        return c / d if d > 0 else math.inf
     ps_bound = c * workload.ps_tasks / dp if dp > 0 else math.inf
     node_bound = nodes * c / dw if dw > 0 else math.inf
     return min(ps_bound, node_bound)

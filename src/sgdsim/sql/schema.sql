@@ -124,7 +124,8 @@ CREATE TABLE predictions (
     steps_per_s_std  DOUBLE NOT NULL,   -- standard deviation of steps_per_s over replications
     sim_steps_per_s  DOUBLE,            -- simulated steps/s before the CPU bound
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
-    pull_gap_s       DOUBLE             -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
+    pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
+    compute_slowdown DOUBLE             -- factor on compute from network CPU on the node (1 = none)
 );
 
 -- One row per measured validation run: real asynchronous TensorFlow training,
@@ -152,7 +153,10 @@ CREATE TABLE measurements (
     steps_per_s_std  DOUBLE,            -- standard deviation over those sub-windows
     per_worker_steps_per_s DOUBLE[],    -- each worker's steps/s
     window_s         DOUBLE,            -- seconds of the common window measured
-    step_end_times   DOUBLE[][]         -- per worker, every step end, s since the window started
+    step_end_times   DOUBLE[][],        -- per worker, every step end, s since the window started
+    cpu_busy         DOUBLE,            -- share of this machine's CPU time busy over the window
+    cpu_steal        DOUBLE,            -- share of it the hypervisor stole over the window
+    shaper_drops     BIGINT             -- packets the tc tbf shapers dropped over the run
 );
 
 -- One row per prediction of a measured point, for the testbed's placement: all
@@ -185,7 +189,9 @@ CREATE TABLE testbed_predictions (
     steps_per_s_std  DOUBLE NOT NULL,
     sim_steps_per_s  DOUBLE,            -- simulated steps/s before the CPU bound
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
-    pull_gap_s       DOUBLE             -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
+    pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
+    compute_slowdown DOUBLE,            -- factor on compute from the testbed network's CPU (1 = none)
+    network_cpu_s_per_byte DOUBLE       -- kernel CPU s per byte the testbed adds to loopback (calibrated)
 );
 
 CREATE TABLE runs (

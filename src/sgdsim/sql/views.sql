@@ -39,7 +39,8 @@ SELECT
     m.steps_per_s_std AS measured_steps_per_s_std,
     p.steps_per_s AS predicted_steps_per_s,
     100 * (p.steps_per_s - m.steps_per_s) / m.steps_per_s AS error_pct,
-    100 * abs(p.steps_per_s - m.steps_per_s) / m.steps_per_s AS ape_pct
+    100 * abs(p.steps_per_s - m.steps_per_s) / m.steps_per_s AS ape_pct,
+    m.cpu_busy, m.cpu_steal, m.shaper_drops
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network

@@ -1,0 +1,74 @@
+"""Page: measured against predicted throughput on the emulated-network testbed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, callback, dcc, html
+
+from dashboard.data import fetch
+from dashboard.figures import validation_figure
+
+dash.register_page(__name__, path="/validation", name="Validation", title="sgdsim: validation")
+
+_EMPTY = (
+    "No measured validation in this store: the testbed needs root and iproute2 "
+    "(points are then recorded as skipped; see results/reports/accuracy.md), or the "
+    "config's validation.points is empty."
+)
+
+
+def layout(**_: Any) -> html.Div:
+    models = fetch("SELECT DISTINCT model FROM validation ORDER BY model")["model"].to_list()
+    if not models:
+        return html.Div([html.H2("Measured validation"), html.P(_EMPTY, id="validation-empty")])
+    return html.Div(
+        [
+            html.H2("Measured validation"),
+            html.P(
+                "Real asynchronous TensorFlow training (one PS, N workers, each in its own "
+                "network namespace, every NIC shaped by tc tbf) against the prediction from "
+                "the single-worker profile for the same placement."
+            ),
+            html.Div(
+                [
+                    html.Label("Model", htmlFor="validation-model"),
+                    dcc.Dropdown(models, models[0], id="validation-model", clearable=False),
+                ],
+                style={"maxWidth": "640px"},
+            ),
+            dcc.Graph(id="validation-graph"),
+            html.Div(id="validation-summary"),
+        ]
+    )
+
+
+@callback(
+    Output("validation-graph", "figure"),
+    Output("validation-summary", "children"),
+    Input("validation-model", "value"),
+)
+def update_validation(model: str | None) -> Any:
+    """The model's measured-vs-predicted figure and its MAPE / max error table."""
+    df = fetch(
+        "SELECT * FROM validation WHERE model = ? ORDER BY network, policy, workers",
+        [model or ""],
+    )
+    summary = fetch(
+        "SELECT network, policy, points, mape_pct, max_ape_pct FROM validation_summary "
+        "WHERE model = ? ORDER BY network, policy",
+        [model or ""],
+    )
+    head = ["network", "policy", "points", "MAPE %", "max error %"]
+    table = html.Table(
+        [html.Tr([html.Th(h) for h in head])]
+        + [
+            html.Tr(
+                [html.Td(net), html.Td(pol), html.Td(n), html.Td(f"{m:.1f}"), html.Td(f"{x:.1f}")]
+            )
+            for net, pol, n, m, x in summary.iter_rows()
+        ],
+        id="validation-table",
+    )
+    return validation_figure(df, model or "no model"), table

@@ -1,0 +1,159 @@
+"""CPU cost of moving bytes through the testbed's emulated network, per byte.
+
+A profile measures each process's CPU seconds per step on unshaped loopback.
+On the testbed the same bytes also cross a veth pair, a bridge and two ``tc
+tbf`` shapers, whose work (softirqs, the shapers' timers: each a VM exit on a
+virtual machine) is not charged to the TensorFlow processes and is not in the
+profile, yet it takes the same cores. :func:`network_cpu_per_byte` measures it
+with plain TCP: one host sends and receives ``seconds`` worth of bytes at the
+rate, through the testbed and then through loopback, while this machine's
+kernel CPU counters (``/proc/stat``: system, irq and softirq time) are read
+before and after; the difference per byte is what the testbed adds. User time
+is left out: the senders' user-space work is the same on both paths, and
+leaving it out keeps other processes' computing out of the figure.
+:func:`sgdsim.simulation.bounds.cpu_bound_steps_per_s` charges it to every
+step's pulled and pushed bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from sgdsim.profiling.procs import free_ports, spawn, stop
+from sgdsim.testbed.netns import Testbed
+
+_PORT = 5201
+
+# both ends of a bidirectional bulk transfer: send SIZE bytes while receiving SIZE
+_PEER = r"""
+import socket, sys, threading
+role, size, host, port = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+if role == "server":
+    ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((host, port)); ls.listen(1); c, _ = ls.accept()
+else:
+    import time
+    for _ in range(200):
+        try:
+            c = socket.create_connection((host, port)); break
+        except OSError:
+            time.sleep(0.05)
+chunk = b"x" * (1 << 20)
+def send():
+    left = size
+    while left > 0:
+        n = min(left, len(chunk)); c.sendall(chunk[:n]); left -= n
+t = threading.Thread(target=send); t.start()
+got = 0
+while got < size:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    got += len(b)
+t.join(); c.close()
+sys.exit(0 if got == size else 1)
+"""
+
+
+class CalibrationError(RuntimeError):
+    """The calibration transfer failed."""
+
+
+@dataclass(frozen=True)
+class NetworkCpu:
+    """Kernel CPU seconds per byte moved (sent and received bytes both count).
+
+    Attributes:
+        testbed_s_per_byte: through the testbed at ``bandwidth_bps``.
+        loopback_s_per_byte: through 127.0.0.1, unshaped.
+        bandwidth_bps: the testbed NIC rate, bit/s.
+        bytes_moved: bytes each transfer moved (both directions).
+    """
+
+    testbed_s_per_byte: float
+    loopback_s_per_byte: float
+    bandwidth_bps: float
+    bytes_moved: int
+
+    @property
+    def extra_s_per_byte(self) -> float:
+        """CPU seconds per byte the testbed's path adds to loopback's (≥ 0)."""
+        return max(0.0, self.testbed_s_per_byte - self.loopback_s_per_byte)
+
+
+def kernel_cpu_s() -> float:
+    """This machine's kernel CPU seconds so far: system + irq + softirq over all
+    cores, from ``/proc/stat``.
+
+    Raises:
+        CalibrationError: ``/proc/stat`` cannot be read.
+    """
+    try:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()
+    except OSError as e:
+        raise CalibrationError(f"/proc/stat: {e}") from e
+    _user, _nice, system, _idle, _iowait, irq, softirq = (int(x) for x in parts[1:8])
+    return (system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def _transfer(size: int, testbed: Testbed | None, timeout_s: float) -> float:
+    """Kernel CPU seconds of one bidirectional transfer of ``size`` bytes each way
+    (the two Python processes' start-up included; it cancels in the difference)."""
+    if testbed is None:
+        (port,) = free_ports(1)
+        host = bind = "127.0.0.1"
+    else:
+        port, host, bind = _PORT, testbed.address("ps"), "0.0.0.0"
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def launch(name: str, role: str, addr: str) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-c", _PEER, role, str(size), addr, str(port)]
+        p = spawn(argv, dict(os.environ)) if testbed is None else testbed.popen(name, argv)
+        procs.append(p)
+        return p
+
+    t0 = kernel_cpu_s()
+    try:
+        launch("ps", "server", bind)
+        launch("w0", "client", host)
+        deadline = time.monotonic() + timeout_s
+        for p in procs:
+            try:
+                rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as e:
+                raise CalibrationError(
+                    f"calibration transfer of {size} bytes took over {timeout_s:g} s"
+                ) from e
+            if rc != 0:
+                raise CalibrationError(f"calibration transfer failed (exit code {rc})")
+        return kernel_cpu_s() - t0
+    finally:
+        for p in procs:
+            stop(p)
+
+
+def network_cpu_per_byte(bandwidth_bps: float, seconds: float = 3.0) -> NetworkCpu:
+    """Measure the testbed's CPU seconds per byte at ``bandwidth_bps`` against loopback's.
+
+    Moves ``seconds`` × rate bytes each way at once between two hosts of a
+    one-worker testbed, then the same bytes over 127.0.0.1.
+
+    Raises:
+        TestbedUnavailable: the testbed cannot run here.
+        CalibrationError: a transfer failed or took longer than ``10 × seconds + 30`` s.
+        ValueError: ``bandwidth_bps`` or ``seconds`` not > 0.
+    """
+    if not bandwidth_bps > 0 or not seconds > 0:
+        raise ValueError(f"need bandwidth_bps > 0 and seconds > 0, got {bandwidth_bps}, {seconds}")
+    size = int(bandwidth_bps / 8 * seconds)
+    timeout = 10 * seconds + 30
+    with Testbed(1, bandwidth_bps) as tb:
+        shaped = _transfer(size, tb, timeout)
+    loop = _transfer(size, None, timeout)
+    moved = 2 * size
+    return NetworkCpu(shaped / moved, loop / moved, bandwidth_bps, moved)
