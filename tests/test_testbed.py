@@ -353,3 +353,42 @@ def test_validation_points_expand_networks_policies_and_n():
         (p["model"], p["network"], p["policy"], p["workers"]) for p in pts if p["model"] == "L"
     } == {("L", "b", "tf_default", 3)}
     assert {p["duration_s"] for p in pts} == {20, 5}
+
+
+@pytest.mark.slow
+def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_path, monkeypatch):
+    # validation.unprivileged: loopback. Where the testbed cannot run (here: made
+    # to report a reason), the point is measured for real on 127.0.0.1, unshaped,
+    # and recorded with the reason; with `skip` it is recorded as skipped.
+    import polars as pl
+
+    import sgdsim.testbed
+    from sgdsim.pipeline import measure_stage
+
+    monkeypatch.setattr(sgdsim.testbed, "check_available", lambda **_: "no root (test)")
+    config = {
+        "models": [{"name": "LeNet5", "batch_size": 8, "image_size": 32, "classes": 10}],
+        "hardware": [{"name": "cpu", "intra_op_threads": 1, "inter_op_threads": 1}],
+        "profile": {},
+        "validation": {
+            "hardware": "cpu",
+            "duration_s": 4,
+            "warmup_s": 1,
+            "unprivileged": "loopback",
+            "networks": [{"name": "100Mbps", "bandwidth_bps": 1e8}],
+            "points": [{"model": "LeNet5", "workers": [2]}],
+        },
+    }
+    wc = {"hardware": "cpu", "model": "LeNet5", "network": "100Mbps", "policy": "tf_default"}
+    out = tmp_path / "w2.parquet"
+    measure_stage(config, str(out), wc | {"workers": "2"})
+    row = pl.read_parquet(out).to_dicts()[0]
+    assert row["status"] == "ok" and row["loopback"] and row["reason"] == "no root (test)"
+    assert row["steps_per_s"] > 0 and len(row["per_worker_steps_per_s"]) == 2
+    assert row["shaper_drops"] == 0  # nothing shaped
+    assert child_processes() == []
+    config["validation"]["unprivileged"] = "skip"
+    measure_stage(config, str(out), wc | {"workers": "2"})
+    row = pl.read_parquet(out).to_dicts()[0]
+    assert row["status"] == "skipped" and row["reason"] == "no root (test)"
+    assert "steps_per_s" not in row  # nothing was measured
