@@ -177,11 +177,12 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
         assert used == [(cal["network_cpu_s_per_byte"],)]
     # every measured run recorded its step ends and the machine's CPU over the window
     runs = con.execute(
-        "SELECT step_end_times, cpu_busy, cpu_steal, shaper_drops FROM measurements"
+        "SELECT step_end_times, cpu_busy, cpu_steal, shaper_drops, background_busy "
+        "FROM measurements"
     ).fetchall()
-    for ends, busy, steal, drops in runs:
+    for ends, busy, steal, drops, background in runs:
         assert all(sum(t >= 0 for t in w) >= 4 for w in ends)  # min_steps in the window
-        assert 0 < busy <= 1 and 0 <= steal < 1 and drops >= 0
+        assert 0 < busy <= 1 and 0 <= steal < 1 and drops >= 0 and 0 <= background <= 1
     con.close()
 
 

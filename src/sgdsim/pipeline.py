@@ -352,6 +352,7 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
         "window_s": r.window_s,
         "step_end_times": [list(t) for t in r.step_end_times],
+        "background_busy": r.background_busy,
         "cpu_busy": r.cpu_busy,
         "cpu_steal": r.cpu_steal,
         "shaper_drops": r.drops,

@@ -154,6 +154,7 @@ CREATE TABLE measurements (
     per_worker_steps_per_s DOUBLE[],    -- each worker's steps/s
     window_s         DOUBLE,            -- seconds of the common window measured
     step_end_times   DOUBLE[][],        -- per worker, every step end, s since the window started
+    background_busy  DOUBLE,            -- share of this machine's CPU busy in the second before the run
     cpu_busy         DOUBLE,            -- share of this machine's CPU time busy over the window
     cpu_steal        DOUBLE,            -- share of it the hypervisor stole over the window
     shaper_drops     BIGINT             -- packets the tc tbf shapers dropped over the run

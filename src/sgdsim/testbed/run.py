@@ -60,6 +60,8 @@ class MeasurementResult:
         cpu_busy, cpu_steal: share of this machine's CPU time that was busy, and
             that the hypervisor stole, over the window (:class:`CpuSampler`);
             None if ``/proc/stat`` could not be read.
+        background_busy: share of this machine's CPU busy in the second before
+            the run started (other load; see :func:`background_busy`).
     """
 
     workers: int
@@ -75,6 +77,7 @@ class MeasurementResult:
     qdisc: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     cpu_busy: float | None = None
     cpu_steal: float | None = None
+    background_busy: float | None = None
 
     @property
     def drops(self) -> int:
@@ -164,6 +167,24 @@ class CpuSampler:
             return None
         busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
         return busy / total, d["steal"] / total
+
+
+def background_busy(seconds: float = 1.0) -> float | None:
+    """Share of this machine's CPU time busy over ``seconds`` (``/proc/stat``), taken
+    before a run starts: other load competes with the measured processes for the
+    cores (and, with ``sched_autogroup``, a process in another session gets an equal
+    share of them whatever its nice value). None if ``/proc/stat`` cannot be read."""
+    a = CpuSampler.read()
+    time.sleep(seconds)
+    b = CpuSampler.read()
+    if a is None or b is None:
+        return None
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    total = sum(d)
+    if total <= 0:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, _steal = d
+    return (user + nice + system + irq + softirq) / total
 
 
 def window_start(
@@ -301,6 +322,12 @@ def run_async_measurement(
     testbed: Testbed | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
     names = ["ps", *(f"w{k}" for k in range(workers))]
+    background = background_busy()
+    if background is not None and background > 0.2:
+        log(
+            f"warning: this machine was {background:.0%} busy before the run started; other "
+            "load takes cores from the measured processes (stop it for a clean measurement)"
+        )
     try:
         if loopback:
             ports = free_ports(len(names))
@@ -397,6 +424,7 @@ def run_async_measurement(
         step_end_times=tuple(tuple(x - t0 for x in t) for t in times),
         window_start=t0,
         qdisc=qdisc,
+        background_busy=background,
         cpu_busy=None if busy_steal is None else busy_steal[0],
         cpu_steal=None if busy_steal is None else busy_steal[1],
     )
