@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import time
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,8 +68,9 @@ _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 
 # the fast loop works in bulk: each run of pulls that release the same segments
 # is one flow (see _pull_flows), a worker's segments run ahead until one waits
-# for a pull, and pushes join a connection that is busy until they are due at
-# once; tests switch it off to compare with one event per tensor and segment
+# for a pull, the pushes a connection carries back to back are one flow, and the
+# PS applies pushes in batches; tests switch it off to compare with one event
+# per tensor and segment
 _BULK = True
 
 
@@ -398,13 +400,24 @@ def _run_fast(
       same segments (:func:`_pull_flows`);
     - a worker runs its segments at once until one waits for a pull that has
       not arrived (with shared cores, one event per segment as before);
-    - the push batches those segments issue join the worker's connection by a
-      JOIN event only if it is idle when they are due; while it is busy their
-      join time does not matter, so they join when it empties (with one FIFO
-      queue for all workers, one JOIN event per batch as before).
+    - with a fair PS NIC and one worker per node, the pushes those segments
+      issue join the worker's connection by a JOIN event only if it is idle
+      when they are due; while it is busy their join time does not matter,
+      so all that are due when it empties join then, as one flow. A flow
+      leaves when its last byte does, and a connection's pushes one flow
+      each would leave at the same times, back to back;
+    - the PS CPU applies those pushes later, in batches (``settle``): the
+      link serves every connection's bytes at one rate, so pushes leave in
+      the order of their virtual-time tags, each at the real time the
+      link's virtual clock reaches its tag, and the PS serves them in that
+      order by Lindley's recursion (one FIFO server). A batch is settled
+      whenever a worker's last push of a step has left, when its step end
+      needs the time its last update ends; every push with a tag up to that
+      one's is applied, in tag order, with those of all other workers.
 
-    Pushes stay one flow per tensor: each reaches the shared PS CPU on its
-    own, in the order of arrival over all workers.
+    With one FIFO queue for all workers, or with shared cores, pushes stay
+    one flow each (one JOIN event per batch of pushes issued together) and
+    each reaches the PS CPU on its own, in the order of arrival.
     """
     rng = np.random.default_rng(seed)
 
@@ -442,11 +455,25 @@ def _run_fast(
     stride = max(n_pull, n_push) + 1
     # segment chains run ahead of the clock (not with shared cores, whose speed
     # depends on the node's other workers), and their pushes join a busy
-    # connection early (not with one FIFO queue, where others' pushes may join
-    # in between)
+    # connection early, as one flow, the PS applying them in batches (not with
+    # one FIFO queue, where others' pushes may join in between)
     eager = bulk and not shared_cpu
     early = eager and not fifo
     n_conn = 1 if fifo else workers
+    # segment chains in bulk: seg_end[s] = the time the step's compute takes up
+    # to the start of segment s (C_s = d_0 + … + d_{s−1})
+    seg_end = np.concatenate(([0.0], np.cumsum(seg_dur))).tolist()
+    # early: a step's pushes in issue order ("positions"), slot by slot; the
+    # pushes of slots j_lo … j_hi − 1 are positions first_pos[j_lo] … first_pos[j_hi] − 1
+    push_order = [q for slot in pushes_after for q in slot]
+    first_pos = np.concatenate(([0], np.cumsum([len(s) for s in pushes_after]))).tolist()
+    # at position p: C of its slot (its issue time, less the chain's start offset),
+    # the bytes of positions < p, and its PS update time
+    pos_issue = [seg_end[s + 1] for s in workload.push_seg[push_order].tolist()]
+    pos_bytes_a = np.concatenate(([0.0], np.cumsum(workload.push_bytes[push_order])))
+    pos_bytes = pos_bytes_a.tolist()
+    pos_update_a = np.asarray(workload.push_update_s, np.float64)[push_order]
+    push_slots = [j for j, slot in enumerate(pushes_after) if slot]
     # the PS NIC, per direction (_DOWN, _UP): PSLink's state, inlined. Each
     # connection queues (tag, bytes, payload), tag the virtual time g at which
     # the flow leaves; the heap holds (tag of the head flow, seq, connection)
@@ -524,13 +551,28 @@ def _run_fast(
     last_update = [0.0] * workers
     ending = [False] * workers
     free_at = [0.0] * workers  # when the worker's compute reaches seg[w] (eager chains)
-    # push batches issued ahead by eager chains, (due time, slot), per worker: the
-    # first joins by a JOIN event if the connection is idle, else all that are due
-    # join when it empties (while busy, the join time does not matter)
-    due_pushes: list[deque[tuple[float, int]]] = [deque() for _ in range(workers)]
     busy = [0.0] * workers
     step_ends: list[list[float]] = [[] for _ in range(workers)]
     ps_free = 0.0
+    # early: pushes issued ahead by eager chains and not yet on the connection,
+    # per worker, as runs (base, lo, hi) of positions lo … hi − 1, position p due
+    # at base + pos_issue[p]. The first run joins by a JOIN event if the
+    # connection is idle; while it is busy, all that are due join as one flow
+    # when it empties (the join time of a busy connection's tail does not matter)
+    pending: list[deque[tuple[float, int, int]]] = [deque() for _ in range(workers)]
+    # early: the pushes that joined the link and that the PS has not applied
+    # yet (settle), one record per flow, in join order: base (position p's tag
+    # is base + pos_bytes[p + 1]), first unsettled position, end, worker
+    rec_base: list[float] = []
+    rec_lo: list[int] = []
+    rec_hi: list[int] = []
+    rec_conn: list[int] = []
+    gone = np.zeros(workers, np.int64)  # positions of this step that left, per worker
+    settled_end = np.full(workers, -np.inf)  # latest PS update end of settled pushes
+    # early: breakpoints of the workers → PS link's virtual clock: from up_t[i]
+    # on, g = up_g[i] + (t − up_t[i]) · cap / up_k[i]
+    up_t, up_g, up_k = [0.0], [0.0], [0]
+    log_from = 0  # breakpoints before this one precede every unsettled push
 
     def try_start(w: int, now: float) -> None:
         s = seg[w]
@@ -588,42 +630,180 @@ def _run_fast(
 
     def run_chain(w: int, t: float, now: float) -> None:
         """Worker ``w`` runs its segments from ``seg[w]`` on, starting at ``t`` ≥ ``now``,
-        until one waits for a pull that has not arrived or the step's compute ends."""
+        until one waits for a pull that has not arrived or the step's compute ends.
+
+        ``req`` does not decrease along the segments, so the chain ends at the
+        first segment ``e`` > ``s`` that needs more pull flows than have
+        arrived (or at the step's end); it takes ``C_e − C_s`` seconds, and
+        the pushes of slot ``j`` (after segment ``j − 1``) are issued at
+        ``t + C_j − C_s``.
+        """
         s = seg[w]
-        rw = req[w]
-        got = arrived[w]
-        spent = busy[w]
-        while True:
-            d = seg_dur[s]
-            t += d
-            spent += d
-            s += 1
-            if pushes_after[s]:
-                issue_pushes_at(w, s, t, now)
-            if s == n_seg or got < rw[s]:
-                break
-        busy[w] = spent
-        seg[w] = s
-        free_at[w] = t
-        if s == n_seg:
+        e = bisect_right(req[w], arrived[w], s + 1, n_seg)
+        c0 = seg_end[s]
+        span = seg_end[e] - c0
+        busy[w] += span
+        seg[w] = e
+        free_at[w] = t + span
+        if early:
+            lo, hi = first_pos[s + 1], first_pos[e + 1]
+            if hi > lo:
+                issue_run(w, t - c0 + latency, lo, hi, now)
+        else:
+            for i in range(bisect_right(push_slots, s), bisect_right(push_slots, e)):
+                j = push_slots[i]
+                issue_pushes_at(w, j, t + (seg_end[j] - c0), now)
+        if e == n_seg:
             check_end(w, now)
 
     def issue_pushes_at(w: int, slot: int, t: float, now: float) -> None:
-        """The pushes of ``slot`` are issued at ``t`` ≥ ``now`` (eager chains)."""
+        """The pushes of ``slot`` are issued at ``t`` ≥ ``now`` (eager chains, one FIFO queue)."""
         due = t + latency
-        if early:
-            pq = due_pushes[w]
-            if pq or queues[_UP][w]:
-                pq.append((due, slot))
-                return
-            if due > now:
-                pq.append((due, slot))
-                push_event(due, _JOIN, w, (_UP << 30) + slot)
-                return
-        elif due > now:
+        if due > now:
             push_event(due, _JOIN, w, (_UP << 30) + slot)
+        else:
+            join_pushes(w, slot, now)
+
+    def issue_run(w: int, base: float, lo: int, hi: int, now: float) -> None:
+        """Positions ``lo`` … ``hi − 1`` of worker ``w`` are issued, position ``p`` due
+        at ``base + pos_issue[p]`` ≥ ``now`` (early)."""
+        pq = pending[w]
+        busy_conn = pq or queues[_UP][w]
+        pq.append((base, lo, hi))
+        if busy_conn:
             return
-        join_pushes(w, slot, now)
+        due = base + pos_issue[lo]
+        if due > now:
+            push_event(due, _JOIN, w, _UP << 30)
+        else:
+            join_run(w, now, take_due(w, now, False))
+
+    def take_due(w: int, now: float, strict: bool) -> tuple[int, int]:
+        """Take worker ``w``'s pending positions due before ``now`` (``strict``) or by
+        ``now``; returns their range ``(lo, hi)`` (empty if none)."""
+        pq = pending[w]
+        lo = hi = pq[0][1]
+        while pq:
+            base, plo, phi = pq[0]
+            last = base + pos_issue[phi - 1]
+            if last < now or (not strict and last == now):
+                hi = phi
+                pq.popleft()
+                continue
+            # the first position not due: bisect on C, then settle rounding on due times
+            hi = bisect_left(pos_issue, now - base, plo, phi)
+            while hi > plo and (
+                base + pos_issue[hi - 1] >= now if strict else base + pos_issue[hi - 1] > now
+            ):
+                hi -= 1
+            while hi < phi and (
+                base + pos_issue[hi] < now if strict else base + pos_issue[hi] <= now
+            ):
+                hi += 1
+            if hi > plo:
+                pq[0] = (base, hi, phi)
+            break
+        return lo, hi
+
+    def add_run(w: int, tag0: float, run: tuple[int, int]) -> float:
+        """Positions ``run`` of worker ``w`` join its empty connection as one flow
+        whose first byte starts at virtual time ``tag0`` (early); returns its tag."""
+        lo, hi = run
+        base = tag0 - pos_bytes[lo]
+        tag = base + pos_bytes[hi]
+        rec_base.append(base)
+        rec_lo.append(lo)
+        rec_hi.append(hi)
+        rec_conn.append(w)
+        queues[_UP][w].append((tag, pos_bytes[hi] - pos_bytes[lo], hi - lo))
+        return tag
+
+    def join_run(w: int, now: float, run: tuple[int, int]) -> None:
+        """Positions ``run`` of worker ``w`` join its idle connection at ``now`` (early)."""
+        nonlocal hseq
+        k = k_busy[_UP]
+        if k:
+            dt = now - vt[_UP]
+            vg[_UP] += dt * cap / k
+            nic_busy[_UP] += dt
+        vt[_UP] = now
+        g = vg[_UP]
+        tag = add_run(w, g, run)
+        k += 1
+        k_busy[_UP] = k
+        up_t.append(now)
+        up_g.append(g)
+        up_k.append(k)
+        h = heaps[_UP]
+        heapq.heappush(h, (tag, hseq, w))
+        hseq += 1
+        # every departure time changed
+        link_version[_UP] += 1
+        gap = h[0][0] - g
+        push_event(now + (gap if gap > 0.0 else 0.0) * k / cap, _DEPART, _UP, link_version[_UP])
+
+    def settle(x: float, g: float) -> None:
+        """The PS applies every push on the link whose tag is at most ``x`` (early).
+
+        Pushes leave the link in the order of their tags (ties: the one that
+        became its connection's head first, then join order), at the real time
+        the link's virtual clock reaches the tag: g⁻¹(tag), from the clock's
+        breakpoints. The PS CPU serves them first-in first-out, by Lindley's
+        recursion (Lindley 1952) D_i = max(a_i, D_{i−1}) + u_i, which unrolls to
+        D_i = U_i + max(D_0, max_{j≤i}(a_j − U_{j−1})), U_i = u_1 + … + u_i: one
+        cumulative sum and one running maximum for the whole batch. ``g`` is
+        the link's virtual time now; every later push has a tag ≥ min(x, g).
+        """
+        nonlocal ps_free, log_from
+        if not rec_base:
+            return
+        base = np.array(rec_base)
+        lo = np.array(rec_lo)
+        hi = np.array(rec_hi)
+        conn = np.array(rec_conn)
+        # positions with tag ≤ x; all that have left (gone) in any case
+        cut = np.searchsorted(pos_bytes_a, x - base, "right") - 1
+        np.clip(cut, lo, hi, out=cut)
+        np.maximum(cut, np.minimum(hi, gone[conn]), out=cut)
+        lens = cut - lo
+        ends = np.cumsum(lens)
+        total = int(ends[-1])
+        if total:
+            # the positions in join order; a stable sort by (tag, head tag) keeps it for ties
+            pos = np.arange(total) + np.repeat(lo - (ends - lens), lens)
+            b = np.repeat(base, lens)
+            tags = b + pos_bytes_a[pos + 1]
+            o = np.lexsort((b + pos_bytes_a[pos], tags))
+            tags = tags[o]
+            # arrival at the PS: g⁻¹(tag) on the last breakpoint before the tag
+            gl = np.array(up_g[log_from:])
+            i = np.searchsorted(gl, tags, "left") - 1
+            np.maximum(i, 0, out=i)
+            gap = tags - gl[i]
+            np.maximum(gap, 0.0, out=gap)
+            arrive = np.array(up_t[log_from:])[i] + gap * np.array(up_k[log_from:])[i] / cap
+            u = pos_update_a[pos[o]]
+            u_sum = np.cumsum(u)
+            m = arrive - (u_sum - u)
+            if m[0] < ps_free:
+                m[0] = ps_free
+            done = u_sum + np.maximum.accumulate(m)
+            ps_free = float(done[-1])
+            np.maximum.at(settled_end, np.repeat(conn, lens)[o], done)
+        keep = cut < hi
+        if keep.all():
+            rec_lo[:] = cut.tolist()
+        else:
+            rec_base[:] = base[keep].tolist()
+            rec_lo[:] = cut[keep].tolist()
+            rec_hi[:] = hi[keep].tolist()
+            rec_conn[:] = conn[keep].tolist()
+        j = bisect_left(up_g, x if x < g else g, log_from) - 1
+        if j > log_from:
+            log_from = j
+        if log_from > 4096:
+            del up_t[:log_from], up_g[:log_from], up_k[:log_from]
+            log_from = 0
 
     def check_end(w: int, now: float) -> None:
         if not ending[w] and seg[w] == n_seg and arrived[w] == n_flows[w] and pushes_left[w] == 0:
@@ -659,6 +839,65 @@ def _run_fast(
             if t_next is not None:
                 push_event(t_next, _DEPART, a, link_version[a])
             end_segment(w, now)
+        elif kind == _DEPART and early and a == _UP:
+            # a worker's connection empties: the pushes due by now join it at
+            # once as one flow; when the step's last push has left, the PS
+            # applies all pushes that left by now (settle)
+            h = heaps[_UP]
+            qs = queues[_UP]
+            k = k_busy[_UP]
+            g = vg[_UP]
+            while True:
+                dt = now - vt[_UP]
+                g += dt * cap / k
+                nic_busy[_UP] += dt
+                vt[_UP] = now
+                c = h[0][2]
+                tag, size, count = qs[c].popleft()
+                if g < tag:
+                    # rounding: the clock reaches the tag when the flow leaves, so
+                    # that g⁻¹(tag) over the breakpoints (settle) gives this time
+                    g = tag
+                nic_bytes[_UP] += size
+                left = pushes_left[c] - count
+                pushes_left[c] = left
+                gone[c] = n_push - left
+                pq = pending[c]
+                run = take_due(c, now, True) if pq else (0, 0)
+                if run[1] > run[0]:
+                    heapreplace(h, (add_run(c, tag, run), hseq, c))
+                    hseq += 1
+                else:
+                    heappop(h)
+                    k -= 1
+                    if pq:
+                        base, lo, _ = pq[0]
+                        push_event(base + pos_issue[lo], _JOIN, c, _UP << 30)
+                vg[_UP] = g
+                k_busy[_UP] = k
+                up_t.append(now)
+                up_g.append(g)
+                up_k.append(k)
+                if not left:
+                    settle(tag, g)
+                    end = float(settled_end[c])
+                    settled_end[c] = -np.inf
+                    if end > last_update[c]:
+                        last_update[c] = end
+                    check_end(c, now)
+                if h:
+                    gap = h[0][0] - g
+                    t_next = now + (gap if gap > 0.0 else 0.0) * k / cap
+                    if not events or t_next < events[0][0]:
+                        now = t_next  # as in the loop below
+                        n_events += 1
+                        continue
+                    link_version[_UP] += 1
+                    heappush(events, (t_next, _DEPART, seq, _DEPART, _UP, link_version[_UP]))
+                    seq += 1
+                else:
+                    link_version[_UP] += 1
+                break
         elif kind == _DEPART:
             h = heaps[a]
             qs = queues[a]
@@ -677,15 +916,6 @@ def _run_fast(
                 fq = qs[c]
                 tag, size, payload = fq.popleft()
                 nbytes += size
-                if not fq and early and a == _UP and due_pushes[c]:
-                    # the connection empties: the batches due by now joined it while busy
-                    pq = due_pushes[c]
-                    while pq and pq[0][0] < now:
-                        for bsize, bpayload in push_flows[pq.popleft()[1]]:
-                            tag += bsize
-                            fq.append((tag, bsize, bpayload))
-                    if not fq:
-                        push_event(pq[0][0], _JOIN, c, (_UP << 30) + pq[0][1])
                 if fq:
                     heapreplace(h, (fq[0][0], hseq, c))
                     hseq += 1
@@ -745,9 +975,8 @@ def _run_fast(
             if li == _DOWN:
                 join_pulls(a, now)
             elif early:
-                pq = due_pushes[a]
-                while pq and pq[0][0] <= now:
-                    join_pushes(a, pq.popleft()[1], now)
+                if pending[a] and not queues[_UP][a]:
+                    join_run(a, now, take_due(a, now, False))
             else:
                 join_pushes(a, slot, now)
         elif kind == _SEG_END:
@@ -791,7 +1020,11 @@ def _run_fast(
                 n_flows[w] = -1  # drawn when the pulls are issued
             pushes_left[w] = n_push
             last_update[w] = now
-            if eager:
+            if early:
+                gone[w] = 0
+                if first_pos[1]:
+                    issue_run(w, now + latency, 0, first_pos[1], now)
+            elif eager:
                 if pushes_after[0]:
                     issue_pushes_at(w, 0, now, now)
             else:
