@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 import time
 from bisect import bisect_left, bisect_right
 from collections import deque
@@ -573,6 +574,11 @@ def _run_fast(
     # on, g = up_g[i] + (t − up_t[i]) · cap / up_k[i]
     up_t, up_g, up_k = [0.0], [0.0], [0]
     log_from = 0  # breakpoints before this one precede every unsettled push
+    # early: (due, order, worker) of each idle connection with pending pushes, and
+    # the time of the link's next event in the queue (its departure or a join)
+    releases: list[tuple[float, int, int]] = []
+    rseq = 0
+    up_wake = math.inf
 
     def try_start(w: int, now: float) -> None:
         s = seg[w]
@@ -667,16 +673,22 @@ def _run_fast(
     def issue_run(w: int, base: float, lo: int, hi: int, now: float) -> None:
         """Positions ``lo`` … ``hi − 1`` of worker ``w`` are issued, position ``p`` due
         at ``base + pos_issue[p]`` ≥ ``now`` (early)."""
+        nonlocal rseq, up_wake
         pq = pending[w]
         busy_conn = pq or queues[_UP][w]
         pq.append((base, lo, hi))
         if busy_conn:
             return
+        # the connection is idle: it joins the link when the first position is due
         due = base + pos_issue[lo]
-        if due > now:
-            push_event(due, _JOIN, w, _UP << 30)
-        else:
-            join_run(w, now, take_due(w, now, False))
+        heapq.heappush(releases, (due, rseq, w))
+        rseq += 1
+        if due < now:
+            due = now
+        if due < up_wake:
+            up_wake = due
+            link_version[_UP] += 1
+            push_event(due, _DEPART, _UP, link_version[_UP])
 
     def take_due(w: int, now: float, strict: bool) -> tuple[int, int]:
         """Take worker ``w``'s pending positions due before ``now`` (``strict``) or by
@@ -717,30 +729,6 @@ def _run_fast(
         rec_conn.append(w)
         queues[_UP][w].append((tag, pos_bytes[hi] - pos_bytes[lo], hi - lo))
         return tag
-
-    def join_run(w: int, now: float, run: tuple[int, int]) -> None:
-        """Positions ``run`` of worker ``w`` join its idle connection at ``now`` (early)."""
-        nonlocal hseq
-        k = k_busy[_UP]
-        if k:
-            dt = now - vt[_UP]
-            vg[_UP] += dt * cap / k
-            nic_busy[_UP] += dt
-        vt[_UP] = now
-        g = vg[_UP]
-        tag = add_run(w, g, run)
-        k += 1
-        k_busy[_UP] = k
-        up_t.append(now)
-        up_g.append(g)
-        up_k.append(k)
-        h = heaps[_UP]
-        heapq.heappush(h, (tag, hseq, w))
-        hseq += 1
-        # every departure time changed
-        link_version[_UP] += 1
-        gap = h[0][0] - g
-        push_event(now + (gap if gap > 0.0 else 0.0) * k / cap, _DEPART, _UP, link_version[_UP])
 
     def settle(x: float, g: float) -> None:
         """The PS applies every push on the link whose tag is at most ``x`` (early).
@@ -840,64 +828,85 @@ def _run_fast(
                 push_event(t_next, _DEPART, a, link_version[a])
             end_segment(w, now)
         elif kind == _DEPART and early and a == _UP:
-            # a worker's connection empties: the pushes due by now join it at
-            # once as one flow; when the step's last push has left, the PS
-            # applies all pushes that left by now (settle)
+            # the workers → PS link: its next departure or the next idle connection
+            # whose pushes are due (a departure first at equal times). An emptying
+            # connection takes the pushes due by then as one flow; when a step's
+            # last push has left, the PS applies all that left by then (settle)
             h = heaps[_UP]
             qs = queues[_UP]
             k = k_busy[_UP]
             g = vg[_UP]
+            t_last = vt[_UP]
+            up_wake = math.inf
             while True:
-                dt = now - vt[_UP]
-                g += dt * cap / k
-                nic_busy[_UP] += dt
-                vt[_UP] = now
-                c = h[0][2]
-                tag, size, count = qs[c].popleft()
-                if g < tag:
-                    # rounding: the clock reaches the tag when the flow leaves, so
-                    # that g⁻¹(tag) over the breakpoints (settle) gives this time
-                    g = tag
-                nic_bytes[_UP] += size
-                left = pushes_left[c] - count
-                pushes_left[c] = left
-                gone[c] = n_push - left
-                pq = pending[c]
-                run = take_due(c, now, True) if pq else (0, 0)
-                if run[1] > run[0]:
-                    heapreplace(h, (add_run(c, tag, run), hseq, c))
-                    hseq += 1
+                if h:
+                    gap = h[0][0] - g
+                    t_next = t_last + (gap if gap > 0.0 else 0.0) * k / cap
+                    depart = not releases or t_next <= releases[0][0]
+                    if not depart:
+                        t_next = releases[0][0]
+                elif releases:
+                    t_next = releases[0][0]
+                    depart = False
                 else:
-                    heappop(h)
-                    k -= 1
-                    if pq:
-                        base, lo, _ = pq[0]
-                        push_event(base + pos_issue[lo], _JOIN, c, _UP << 30)
-                vg[_UP] = g
-                k_busy[_UP] = k
+                    link_version[_UP] += 1
+                    break
+                if t_next > now:
+                    if not events or t_next < events[0][0]:
+                        now = t_next  # as in the loop below
+                        n_events += 1
+                    else:
+                        up_wake = t_next
+                        link_version[_UP] += 1
+                        heappush(events, (t_next, _DEPART, seq, _DEPART, _UP, link_version[_UP]))
+                        seq += 1
+                        break
+                if k:
+                    dt = now - t_last
+                    g += dt * cap / k
+                    nic_busy[_UP] += dt
+                t_last = now
+                if depart:
+                    c = h[0][2]
+                    tag, size, count = qs[c].popleft()
+                    if g < tag:
+                        # rounding: the clock reaches the tag when the flow leaves, so
+                        # that g⁻¹(tag) over the breakpoints (settle) gives this time
+                        g = tag
+                    nic_bytes[_UP] += size
+                    left = pushes_left[c] - count
+                    pushes_left[c] = left
+                    gone[c] = n_push - left
+                    pq = pending[c]
+                    run = take_due(c, now, True) if pq else (0, 0)
+                    if run[1] > run[0]:
+                        heapreplace(h, (add_run(c, tag, run), hseq, c))
+                        hseq += 1
+                    else:
+                        heappop(h)
+                        k -= 1
+                        if pq:
+                            base, lo, _ = pq[0]
+                            heappush(releases, (base + pos_issue[lo], rseq, c))
+                            rseq += 1
+                else:
+                    c = heappop(releases)[2]
+                    heappush(h, (add_run(c, g, take_due(c, now, False)), hseq, c))
+                    hseq += 1
+                    k += 1
                 up_t.append(now)
                 up_g.append(g)
                 up_k.append(k)
-                if not left:
+                if depart and not left:
                     settle(tag, g)
                     end = float(settled_end[c])
                     settled_end[c] = -np.inf
                     if end > last_update[c]:
                         last_update[c] = end
                     check_end(c, now)
-                if h:
-                    gap = h[0][0] - g
-                    t_next = now + (gap if gap > 0.0 else 0.0) * k / cap
-                    if not events or t_next < events[0][0]:
-                        now = t_next  # as in the loop below
-                        n_events += 1
-                        continue
-                    link_version[_UP] += 1
-                    heappush(events, (t_next, _DEPART, seq, _DEPART, _UP, link_version[_UP]))
-                    seq += 1
-                else:
-                    link_version[_UP] += 1
-                break
+            k_busy[_UP] = k
+            vg[_UP] = g
+            vt[_UP] = t_last
         elif kind == _DEPART:
             h = heaps[a]
             qs = queues[a]
@@ -974,9 +983,6 @@ def _run_fast(
             li, slot = divmod(b, 1 << 30)
             if li == _DOWN:
                 join_pulls(a, now)
-            elif early:
-                if pending[a] and not queues[_UP][a]:
-                    join_run(a, now, take_due(a, now, False))
             else:
                 join_pushes(a, slot, now)
         elif kind == _SEG_END:
