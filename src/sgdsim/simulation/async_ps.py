@@ -475,6 +475,36 @@ def _run_fast(
     pos_bytes = pos_bytes_a.tolist()
     pos_update_a = np.asarray(workload.push_update_s, np.float64)[push_order]
     push_slots = [j for j, slot in enumerate(pushes_after) if slot]
+    seg_pushes = np.array([bool(slot) for slot in pushes_after[1:]], bool)
+
+    def pull_groups(
+        flows: list[tuple[float, int]], rq: list[int]
+    ) -> tuple[list[float], list[tuple[float, float, int]]]:
+        """One step's pull flows grouped for the link (early): a flow whose arrival
+        lets only segments run that issue no push, and that is not the step's
+        last, travels in one group with the flows after it (its arrival has no
+        effect on anything but its worker's compute, which runs it later from
+        the arrival time, see ``quiet_arrivals``).
+
+        Returns:
+            ``cum``: (F + 1,) bytes of the flows before each flow; ``groups``:
+            ``(cum at the group's end, bytes, index of its last flow)``.
+        """
+        n = len(flows)
+        cum = np.concatenate(([0.0], np.cumsum([size for size, _ in flows])))
+        loud = np.zeros(n + 1, bool)  # loud[i]: the segments the i-th arrival lets run push
+        loud[np.asarray(rq[:n_seg])[seg_pushes]] = True
+        loud[n] = True
+        ends = np.flatnonzero(loud[1:])
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        groups = zip(
+            cum[ends + 1].tolist(),
+            (cum[ends + 1] - cum[starts]).tolist(),
+            ends.tolist(),
+            strict=True,
+        )
+        return cum.tolist(), list(groups)
+
     # the PS NIC, per direction (_DOWN, _UP): PSLink's state, inlined. Each
     # connection queues (tag, bytes, payload), tag the virtual time g at which
     # the flow leaves; the heap holds (tag of the head flow, seq, connection)
@@ -579,6 +609,17 @@ def _run_fast(
     releases: list[tuple[float, int, int]] = []
     rseq = 0
     up_wake = math.inf
+    # early: each step's pull flows travel in groups (pull_groups): per worker the
+    # step's cum, the virtual time its first flow started at, and the breakpoint
+    # (absolute index) at which its head group started; breakpoints of the
+    # PS → workers link's clock as up_t, up_g, up_k (down_off: entries dropped)
+    fixed_groups = pull_groups(fixed_flows, fixed_req) if early and n_pull else ([], [])
+    down_cum = [fixed_groups[0]] * workers
+    down_tag0 = [0.0] * workers
+    down_hint = [0] * workers
+    down_t, down_g, down_k = [0.0], [0.0], [0]
+    down_off = 0
+    down_trim = max(4096, 16 * workers)
 
     def try_start(w: int, now: float) -> None:
         s = seg[w]
@@ -613,6 +654,9 @@ def _run_fast(
     push_flows = [[(push_bytes[q], q) for q in slot] for slot in pushes_after]
 
     def join_pulls(w: int, now: float) -> None:
+        if early:
+            join_pull_groups(w, now)
+            return
         if random_order:
             flows, req[w] = chunks(rng.permutation(n_pull))
             n_flows[w] = len(flows)
@@ -624,6 +668,73 @@ def _run_fast(
         if fifo:
             flows = [(b, p + w * stride) for b, p in flows]
         nic_add(_DOWN, now, flows, 0 if fifo else w)
+
+    def join_pull_groups(w: int, now: float) -> None:
+        """Worker ``w``'s pulls of the step join its idle connection at ``now`` as
+        groups (early; see ``pull_groups``)."""
+        nonlocal hseq, down_off, down_trim
+        if random_order:
+            flows, rq = chunks(rng.permutation(n_pull))
+            req[w] = rq
+            n_flows[w] = len(flows)
+            cum, groups = pull_groups(flows, rq)
+        else:
+            cum, groups = fixed_groups
+        k = k_busy[_DOWN]
+        if k:
+            dt = now - vt[_DOWN]
+            vg[_DOWN] += dt * cap / k
+            nic_busy[_DOWN] += dt
+        vt[_DOWN] = now
+        tag0 = vg[_DOWN]
+        down_cum[w] = cum
+        down_tag0[w] = tag0
+        q = queues[_DOWN][w]
+        q.extend([(tag0 + end, size, last) for end, size, last in groups])
+        k += 1
+        k_busy[_DOWN] = k
+        h = heaps[_DOWN]
+        heapq.heappush(h, (q[0][0], hseq, w))
+        hseq += 1
+        down_t.append(now)
+        down_g.append(tag0)
+        down_k.append(k)
+        down_hint[w] = down_off + len(down_t) - 1
+        # every departure time changed
+        link_version[_DOWN] += 1
+        gap = h[0][0] - tag0
+        push_event(now + (gap if gap > 0.0 else 0.0) * k / cap, _DEPART, _DOWN, link_version[_DOWN])
+        if len(down_t) > down_trim:
+            # drop the breakpoints before every busy connection's head group
+            keep = min(down_hint[c] for c in range(workers) if queues[_DOWN][c])
+            del down_t[: keep - down_off], down_g[: keep - down_off], down_k[: keep - down_off]
+            down_off = keep
+            down_trim = max(4096, 16 * workers, 2 * len(down_t))
+
+    def quiet_arrivals(w: int, last: int, now: float, hint: int) -> None:
+        """The flows of worker ``w``'s group before its last, flow ``last``, arrived by
+        ``now`` (early): each at g⁻¹(its tag) from the clock's breakpoints from
+        ``hint`` on, when the group started (the connection was busy all along,
+        so the clock rose), its worker's compute running the segments it lets
+        run (they issue no push) from then on."""
+        cum = down_cum[w]
+        tag0 = down_tag0[w]
+        j = hint - down_off
+        n_log = len(down_g)
+        rw = req[w]
+        for f in range(arrived[w], last):
+            tag = tag0 + cum[f + 1]
+            while j + 1 < n_log and down_g[j + 1] < tag:
+                j += 1
+            arrived[w] = f + 1
+            s = seg[w]
+            if s < n_seg and f + 1 >= rw[s]:
+                gap = tag - down_g[j]
+                t = down_t[j] + (gap if gap > 0.0 else 0.0) * down_k[j] / cap
+                if t > now:
+                    t = now
+                t0 = free_at[w]
+                run_chain(w, t0 if t0 > t else t, t)
 
     def join_pushes(w: int, slot: int, now: float) -> None:
         flows = push_flows[slot]
@@ -931,6 +1042,13 @@ def _run_fast(
                 else:
                     heappop(h)
                     k -= 1
+                if early:  # the PS → workers link: log the clock; c's next group starts now
+                    hint = down_hint[c]
+                    down_t.append(now)
+                    down_g.append(g)
+                    down_k.append(k)
+                    if fq:
+                        down_hint[c] = down_off + len(down_t) - 1
                 if fifo:
                     w, idx = divmod(payload, stride)
                 else:
@@ -941,6 +1059,8 @@ def _run_fast(
                     trace.append((PULL if a == _DOWN else PUSH, w, idx, begin, now))
                     conn_free[a][c] = now
                 if a == _DOWN:
+                    if early and payload > arrived[w]:
+                        quiet_arrivals(w, payload, now, hint)
                     got = arrived[w] + 1
                     arrived[w] = got
                     s = seg[w]
