@@ -477,33 +477,36 @@ def _run_fast(
     push_slots = [j for j, slot in enumerate(pushes_after) if slot]
     seg_pushes = np.array([bool(slot) for slot in pushes_after[1:]], bool)
 
+    seg_index = np.arange(n_seg + 1)
+
     def pull_groups(
-        flows: list[tuple[float, int]], rq: list[int]
-    ) -> tuple[list[float], list[tuple[float, float, int]]]:
-        """One step's pull flows grouped for the link (early): a flow whose arrival
+        order: npt.NDArray[np.int64],
+    ) -> tuple[list[int], int, list[float], list[tuple[float, float, int]]]:
+        """One step's pulls issued in ``order``, as :func:`_pull_flows` makes them
+        flows, and those flows grouped for the link (early): a flow whose arrival
         lets only segments run that issue no push, and that is not the step's
         last, travels in one group with the flows after it (its arrival has no
         effect on anything but its worker's compute, which runs it later from
         the arrival time, see ``quiet_arrivals``).
 
         Returns:
-            ``cum``: (F + 1,) bytes of the flows before each flow; ``groups``:
-            ``(cum at the group's end, bytes, index of its last flow)``.
+            ``req`` and the number of flows F as :func:`_pull_flows`; ``cum``:
+            (F + 1,) bytes of the flows before each flow; ``groups``: ``(cum at
+            the group's end, bytes, index of its last flow)``.
         """
-        n = len(flows)
-        cum = np.concatenate(([0.0], np.cumsum([size for size, _ in flows])))
+        eff = np.minimum.accumulate(pull_gate_a[order][::-1])[::-1]
+        last_pull = np.flatnonzero(np.append(eff[1:] != eff[:-1], True))
+        n = len(last_pull)
+        cum = np.zeros(n + 1)
+        cum[1:] = np.cumsum(pull_bytes_a[order])[last_pull]
+        rq = np.searchsorted(eff[last_pull], seg_index, "right")
         loud = np.zeros(n + 1, bool)  # loud[i]: the segments the i-th arrival lets run push
-        loud[np.asarray(rq[:n_seg])[seg_pushes]] = True
+        loud[rq[:n_seg][seg_pushes]] = True
         loud[n] = True
         ends = np.flatnonzero(loud[1:])
-        starts = np.concatenate(([0], ends[:-1] + 1))
-        groups = zip(
-            cum[ends + 1].tolist(),
-            (cum[ends + 1] - cum[starts]).tolist(),
-            ends.tolist(),
-            strict=True,
-        )
-        return cum.tolist(), list(groups)
+        at_end = cum[ends + 1].tolist()
+        sizes = [b - a for a, b in zip([0.0, *at_end], at_end, strict=False)]
+        return rq.tolist(), n, cum.tolist(), list(zip(at_end, sizes, ends.tolist(), strict=True))
 
     # the PS NIC, per direction (_DOWN, _UP): PSLink's state, inlined. Each
     # connection queues (tag, bytes, payload), tag the virtual time g at which
@@ -594,11 +597,8 @@ def _run_fast(
     # early: the pushes that joined the link and that the PS has not applied
     # yet (settle), one record per flow, in join order: base (position p's tag
     # is base + pos_bytes[p + 1]), first unsettled position, end, worker
-    rec_base: list[float] = []
-    rec_lo: list[int] = []
-    rec_hi: list[int] = []
-    rec_conn: list[int] = []
-    gone = np.zeros(workers, np.int64)  # positions of this step that left, per worker
+    records: list[float] = []  # flat: base, lo, hi, worker, base, …
+    gone = [0] * workers  # positions of this step that left, per worker
     settled_end = np.full(workers, -np.inf)  # latest PS update end of settled pushes
     # early: breakpoints of the workers → PS link's virtual clock: from up_t[i]
     # on, g = up_g[i] + (t − up_t[i]) · cap / up_k[i]
@@ -613,8 +613,11 @@ def _run_fast(
     # step's cum, the virtual time its first flow started at, and the breakpoint
     # (absolute index) at which its head group started; breakpoints of the
     # PS → workers link's clock as up_t, up_g, up_k (down_off: entries dropped)
-    fixed_groups = pull_groups(fixed_flows, fixed_req) if early and n_pull else ([], [])
-    down_cum = [fixed_groups[0]] * workers
+    if early and n_pull:
+        _, _, fixed_cum, fixed_groups = pull_groups(np.asarray(pull_issue_order(workload, policy)))
+    else:
+        fixed_cum, fixed_groups = [], []
+    down_cum = [fixed_cum] * workers
     down_tag0 = [0.0] * workers
     down_hint = [0] * workers
     down_t, down_g, down_k = [0.0], [0.0], [0]
@@ -674,12 +677,9 @@ def _run_fast(
         groups (early; see ``pull_groups``)."""
         nonlocal hseq, down_off, down_trim
         if random_order:
-            flows, rq = chunks(rng.permutation(n_pull))
-            req[w] = rq
-            n_flows[w] = len(flows)
-            cum, groups = pull_groups(flows, rq)
+            req[w], n_flows[w], cum, groups = pull_groups(rng.permutation(n_pull))
         else:
-            cum, groups = fixed_groups
+            cum, groups = fixed_cum, fixed_groups
         k = k_busy[_DOWN]
         if k:
             dt = now - vt[_DOWN]
@@ -724,8 +724,7 @@ def _run_fast(
         rw = req[w]
         for f in range(arrived[w], last):
             tag = tag0 + cum[f + 1]
-            while j + 1 < n_log and down_g[j + 1] < tag:
-                j += 1
+            j = bisect_left(down_g, tag, j + 1, n_log) - 1  # the last breakpoint before it
             arrived[w] = f + 1
             s = seg[w]
             if s < n_seg and f + 1 >= rw[s]:
@@ -733,8 +732,15 @@ def _run_fast(
                 t = down_t[j] + (gap if gap > 0.0 else 0.0) * down_k[j] / cap
                 if t > now:
                     t = now
+                # as run_chain, without pushes
                 t0 = free_at[w]
-                run_chain(w, t0 if t0 > t else t, t)
+                e = bisect_right(rw, f + 1, s + 1, n_seg)
+                span = seg_end[e] - seg_end[s]
+                busy[w] += span
+                seg[w] = e
+                free_at[w] = (t0 if t0 > t else t) + span
+                if e == n_seg:
+                    check_end(w, t)
 
     def join_pushes(w: int, slot: int, now: float) -> None:
         flows = push_flows[slot]
@@ -801,27 +807,42 @@ def _run_fast(
             link_version[_UP] += 1
             push_event(due, _DEPART, _UP, link_version[_UP])
 
-    def take_due(w: int, now: float, strict: bool) -> tuple[int, int]:
-        """Take worker ``w``'s pending positions due before ``now`` (``strict``) or by
-        ``now``; returns their range ``(lo, hi)`` (empty if none)."""
+    def take_before(w: int, now: float) -> tuple[int, int]:
+        """Take worker ``w``'s pending positions due before ``now``; returns their
+        range ``(lo, hi)`` (empty if none)."""
         pq = pending[w]
         lo = hi = pq[0][1]
         while pq:
             base, plo, phi = pq[0]
-            last = base + pos_issue[phi - 1]
-            if last < now or (not strict and last == now):
+            if base + pos_issue[phi - 1] < now:
                 hi = phi
                 pq.popleft()
                 continue
             # the first position not due: bisect on C, then settle rounding on due times
             hi = bisect_left(pos_issue, now - base, plo, phi)
-            while hi > plo and (
-                base + pos_issue[hi - 1] >= now if strict else base + pos_issue[hi - 1] > now
-            ):
+            while hi > plo and base + pos_issue[hi - 1] >= now:
                 hi -= 1
-            while hi < phi and (
-                base + pos_issue[hi] < now if strict else base + pos_issue[hi] <= now
-            ):
+            while hi < phi and base + pos_issue[hi] < now:
+                hi += 1
+            if hi > plo:
+                pq[0] = (base, hi, phi)
+            break
+        return lo, hi
+
+    def take_by(w: int, now: float) -> tuple[int, int]:
+        """As :func:`take_before`, the positions due by ``now``."""
+        pq = pending[w]
+        lo = hi = pq[0][1]
+        while pq:
+            base, plo, phi = pq[0]
+            if base + pos_issue[phi - 1] <= now:
+                hi = phi
+                pq.popleft()
+                continue
+            hi = bisect_right(pos_issue, now - base, plo, phi)
+            while hi > plo and base + pos_issue[hi - 1] > now:
+                hi -= 1
+            while hi < phi and base + pos_issue[hi] <= now:
                 hi += 1
             if hi > plo:
                 pq[0] = (base, hi, phi)
@@ -834,10 +855,7 @@ def _run_fast(
         lo, hi = run
         base = tag0 - pos_bytes[lo]
         tag = base + pos_bytes[hi]
-        rec_base.append(base)
-        rec_lo.append(lo)
-        rec_hi.append(hi)
-        rec_conn.append(w)
+        records.extend((base, lo, hi, w))
         queues[_UP][w].append((tag, pos_bytes[hi] - pos_bytes[lo], hi - lo))
         return tag
 
@@ -854,16 +872,16 @@ def _run_fast(
         the link's virtual time now; every later push has a tag ≥ min(x, g).
         """
         nonlocal ps_free, log_from
-        if not rec_base:
+        if not records:
             return
-        base = np.array(rec_base)
-        lo = np.array(rec_lo)
-        hi = np.array(rec_hi)
-        conn = np.array(rec_conn)
+        rec = np.fromiter(records, np.float64, len(records)).reshape(-1, 4)
+        base = rec[:, 0]
+        lo, hi, conn = rec[:, 1:].T.astype(np.int64)
         # positions with tag ≤ x; all that have left (gone) in any case
         cut = np.searchsorted(pos_bytes_a, x - base, "right") - 1
-        np.clip(cut, lo, hi, out=cut)
-        np.maximum(cut, np.minimum(hi, gone[conn]), out=cut)
+        np.maximum(cut, lo, out=cut)
+        np.minimum(cut, hi, out=cut)
+        np.maximum(cut, np.minimum(hi, np.fromiter(gone, np.int64, workers)[conn]), out=cut)
         lens = cut - lo
         ends = np.cumsum(lens)
         total = int(ends[-1])
@@ -875,12 +893,15 @@ def _run_fast(
             o = np.lexsort((b + pos_bytes_a[pos], tags))
             tags = tags[o]
             # arrival at the PS: g⁻¹(tag) on the last breakpoint before the tag
-            gl = np.array(up_g[log_from:])
+            n_log = len(up_g) - log_from
+            gl = np.fromiter(up_g[log_from:], np.float64, n_log)
             i = np.searchsorted(gl, tags, "left") - 1
             np.maximum(i, 0, out=i)
             gap = tags - gl[i]
             np.maximum(gap, 0.0, out=gap)
-            arrive = np.array(up_t[log_from:])[i] + gap * np.array(up_k[log_from:])[i] / cap
+            tl = np.fromiter(up_t[log_from:], np.float64, n_log)
+            kl = np.fromiter(up_k[log_from:], np.float64, n_log)
+            arrive = tl[i] + gap * kl[i] / cap
             u = pos_update_a[pos[o]]
             u_sum = np.cumsum(u)
             m = arrive - (u_sum - u)
@@ -889,14 +910,8 @@ def _run_fast(
             done = u_sum + np.maximum.accumulate(m)
             ps_free = float(done[-1])
             np.maximum.at(settled_end, np.repeat(conn, lens)[o], done)
-        keep = cut < hi
-        if keep.all():
-            rec_lo[:] = cut.tolist()
-        else:
-            rec_base[:] = base[keep].tolist()
-            rec_lo[:] = cut[keep].tolist()
-            rec_hi[:] = hi[keep].tolist()
-            rec_conn[:] = conn[keep].tolist()
+        rec[:, 1] = cut
+        records[:] = rec[cut < hi].ravel().tolist()
         j = bisect_left(up_g, x if x < g else g, log_from) - 1
         if j > log_from:
             log_from = j
@@ -989,7 +1004,7 @@ def _run_fast(
                     pushes_left[c] = left
                     gone[c] = n_push - left
                     pq = pending[c]
-                    run = take_due(c, now, True) if pq else (0, 0)
+                    run = take_before(c, now) if pq else (0, 0)
                     if run[1] > run[0]:
                         heapreplace(h, (add_run(c, tag, run), hseq, c))
                         hseq += 1
@@ -1002,7 +1017,7 @@ def _run_fast(
                             rseq += 1
                 else:
                     c = heappop(releases)[2]
-                    heappush(h, (add_run(c, g, take_due(c, now, False)), hseq, c))
+                    heappush(h, (add_run(c, g, take_by(c, now)), hseq, c))
                     hseq += 1
                     k += 1
                 up_t.append(now)
