@@ -69,9 +69,10 @@ _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 
 # the fast loop works in bulk: each run of pulls that release the same segments
 # is one flow (see _pull_flows), a worker's segments run ahead until one waits
-# for a pull, the pushes a connection carries back to back are one flow, and the
-# PS applies pushes in batches; tests switch it off to compare with one event
-# per tensor and segment
+# for a pull, and with a fair PS NIC pull flows whose arrival matters to no one
+# else travel in groups, the pushes a connection carries back to back are one
+# flow, and the PS applies pushes in batches (see _run_fast); tests switch it
+# off to compare with one event per tensor and segment
 _BULK = True
 
 
@@ -400,25 +401,37 @@ def _run_fast(
     - each step's pulls travel as one flow per run of pulls that release the
       same segments (:func:`_pull_flows`);
     - a worker runs its segments at once until one waits for a pull that has
-      not arrived (with shared cores, one event per segment as before);
-    - with a fair PS NIC and one worker per node, the pushes those segments
-      issue join the worker's connection by a JOIN event only if it is idle
-      when they are due; while it is busy their join time does not matter,
-      so all that are due when it empties join then, as one flow. A flow
-      leaves when its last byte does, and a connection's pushes one flow
-      each would leave at the same times, back to back;
-    - the PS CPU applies those pushes later, in batches (``settle``): the
-      link serves every connection's bytes at one rate, so pushes leave in
-      the order of their virtual-time tags, each at the real time the
-      link's virtual clock reaches its tag, and the PS serves them in that
-      order by Lindley's recursion (one FIFO server). A batch is settled
-      whenever a worker's last push of a step has left, when its step end
-      needs the time its last update ends; every push with a tag up to that
-      one's is applied, in tag order, with those of all other workers.
+      not arrived (with shared cores, one event per segment as before).
 
-    With one FIFO queue for all workers, or with shared cores, pushes stay
-    one flow each (one JOIN event per batch of pushes issued together) and
-    each reaches the PS CPU on its own, in the order of arrival.
+    With a fair PS NIC and one worker per node ("early" below), the link's
+    virtual clock does the rest. A connection serves its flows back to back
+    at the link's one rate per busy connection, so a run of consecutive flows
+    can travel as one flow that leaves when its last byte does: each flow in
+    it leaves when the clock g(t) reaches its tag (virtual time at its last
+    byte), at t = g⁻¹(tag), which the clock's breakpoints (t, g, busy
+    connections) give after the fact. So only what others see is an event:
+
+    - pushes: those a worker's segments issue are due one latency later; if
+      its connection is idle, the first that are due join it then, as one
+      flow (a "release", taken by the link's own event, not a JOIN event);
+      while it is busy their join time does not matter, so all that are due
+      when it empties join then, as one flow;
+    - the PS CPU applies pushes later, in batches (``settle``): pushes leave
+      in the order of their tags, each at g⁻¹(tag), and the PS serves them
+      in that order, one FIFO server, by Lindley's recursion. A batch is
+      settled whenever a worker's last push of a step has left, whose step
+      end needs the time its last update ends: every push with a tag up to
+      that one's, of every worker, in tag order;
+    - pulls: a pull flow whose arrival lets only segments run that issue no
+      push, other than the step's last flow, travels in one group with the
+      flows after it (``pull_groups``); when the group leaves, its worker
+      runs those segments from each flow's arrival g⁻¹(tag) on
+      (``quiet_arrivals``).
+
+    With one FIFO queue for all workers, or with shared cores, pulls and
+    pushes stay one flow each (one JOIN event per batch of pushes issued
+    together), and each push reaches the PS CPU on its own, in the order of
+    arrival.
     """
     rng = np.random.default_rng(seed)
 
@@ -590,8 +603,8 @@ def _run_fast(
     ps_free = 0.0
     # early: pushes issued ahead by eager chains and not yet on the connection,
     # per worker, as runs (base, lo, hi) of positions lo … hi − 1, position p due
-    # at base + pos_issue[p]. The first run joins by a JOIN event if the
-    # connection is idle; while it is busy, all that are due join as one flow
+    # at base + pos_issue[p]. If the connection is idle, those due first join it
+    # when due (releases); while it is busy, all that are due join as one flow
     # when it empties (the join time of a busy connection's tail does not matter)
     pending: list[deque[tuple[float, int, int]]] = [deque() for _ in range(workers)]
     # early: the pushes that joined the link and that the PS has not applied
@@ -612,7 +625,8 @@ def _run_fast(
     # early: each step's pull flows travel in groups (pull_groups): per worker the
     # step's cum, the virtual time its first flow started at, and the breakpoint
     # (absolute index) at which its head group started; breakpoints of the
-    # PS → workers link's clock as up_t, up_g, up_k (down_off: entries dropped)
+    # PS → workers link's clock as up_t, up_g, up_k (down_off: entries dropped
+    # before the head group of every busy connection)
     if early and n_pull:
         _, _, fixed_cum, fixed_groups = pull_groups(np.asarray(pull_issue_order(workload, policy)))
     else:
@@ -849,16 +863,6 @@ def _run_fast(
             break
         return lo, hi
 
-    def add_run(w: int, tag0: float, run: tuple[int, int]) -> float:
-        """Positions ``run`` of worker ``w`` join its empty connection as one flow
-        whose first byte starts at virtual time ``tag0`` (early); returns its tag."""
-        lo, hi = run
-        base = tag0 - pos_bytes[lo]
-        tag = base + pos_bytes[hi]
-        records.extend((base, lo, hi, w))
-        queues[_UP][w].append((tag, pos_bytes[hi] - pos_bytes[lo], hi - lo))
-        return tag
-
     def settle(x: float, g: float) -> None:
         """The PS applies every push on the link whose tag is at most ``x`` (early).
 
@@ -963,6 +967,8 @@ def _run_fast(
             k = k_busy[_UP]
             g = vg[_UP]
             t_last = vt[_UP]
+            nb = nic_busy[_UP]
+            nbytes = nic_bytes[_UP]
             up_wake = math.inf
             while True:
                 if h:
@@ -990,7 +996,7 @@ def _run_fast(
                 if k:
                     dt = now - t_last
                     g += dt * cap / k
-                    nic_busy[_UP] += dt
+                    nb += dt
                 t_last = now
                 if depart:
                     c = h[0][2]
@@ -999,25 +1005,37 @@ def _run_fast(
                         # rounding: the clock reaches the tag when the flow leaves, so
                         # that g⁻¹(tag) over the breakpoints (settle) gives this time
                         g = tag
-                    nic_bytes[_UP] += size
+                    nbytes += size
                     left = pushes_left[c] - count
                     pushes_left[c] = left
                     gone[c] = n_push - left
                     pq = pending[c]
-                    run = take_before(c, now) if pq else (0, 0)
-                    if run[1] > run[0]:
-                        heapreplace(h, (add_run(c, tag, run), hseq, c))
-                        hseq += 1
-                    else:
-                        heappop(h)
-                        k -= 1
-                        if pq:
+                    if pq:
+                        lo, hi = take_before(c, now)
+                        if hi > lo:  # the pushes due by now join as one flow, a record
+                            base = tag - pos_bytes[lo]
+                            tag_run = base + pos_bytes[hi]
+                            records.extend((base, lo, hi, c))
+                            qs[c].append((tag_run, pos_bytes[hi] - pos_bytes[lo], hi - lo))
+                            heapreplace(h, (tag_run, hseq, c))
+                            hseq += 1
+                        else:
+                            heappop(h)
+                            k -= 1
                             base, lo, _ = pq[0]
                             heappush(releases, (base + pos_issue[lo], rseq, c))
                             rseq += 1
+                    else:
+                        heappop(h)
+                        k -= 1
                 else:
                     c = heappop(releases)[2]
-                    heappush(h, (add_run(c, g, take_by(c, now)), hseq, c))
+                    lo, hi = take_by(c, now)
+                    base = g - pos_bytes[lo]  # one flow, a record
+                    tag_run = base + pos_bytes[hi]
+                    records.extend((base, lo, hi, c))
+                    qs[c].append((tag_run, pos_bytes[hi] - pos_bytes[lo], hi - lo))
+                    heappush(h, (tag_run, hseq, c))
                     hseq += 1
                     k += 1
                 up_t.append(now)
@@ -1033,6 +1051,8 @@ def _run_fast(
             k_busy[_UP] = k
             vg[_UP] = g
             vt[_UP] = t_last
+            nic_busy[_UP] = nb
+            nic_bytes[_UP] = nbytes
         elif kind == _DEPART:
             h = heaps[a]
             qs = queues[a]
