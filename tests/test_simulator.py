@@ -424,6 +424,61 @@ def test_pulls_aggregated_per_gate_give_the_per_tensor_figures(policy, monkeypat
     assert aggregated_events < per_tensor_events
 
 
+def _long_push_runs(seed: int) -> Workload:
+    # the shape of a profiled CNN step: many segments, pulls of 4 B to 4 MB (some
+    # empty), pushes issued through the backward half several to a segment,
+    # a few at step start, and PS updates short against the transfers
+    rng = np.random.default_rng(seed)
+    n_seg, n_pull, n_push = 120, 130, 110
+
+    def sizes(n: int) -> np.ndarray:
+        return np.exp(rng.uniform(np.log(4), np.log(4e6), n))
+
+    push_seg = np.sort(rng.integers(n_seg // 2, n_seg, n_push))
+    push_seg[:3] = -1
+    return Workload(
+        seg_dur_s=rng.uniform(1e-4, 4e-3, n_seg),
+        pull_bytes=sizes(n_pull) * (rng.random(n_pull) > 0.15),
+        pull_gate=rng.integers(0, n_seg, n_pull),
+        push_bytes=sizes(n_push),
+        push_seg=push_seg,
+        push_update_s=rng.uniform(0, 3e-4, n_push),
+        pull_start_s=0.01,
+        overhead_s=0.02,
+    )
+
+
+@pytest.mark.parametrize("policy", ["tf_default", "tictac", "fifo_random"])
+def test_push_runs_and_lazy_ps_give_the_per_tensor_figures(policy, monkeypatch):
+    # In bulk the pushes that a worker's connection carries back to back travel as
+    # one flow and the PS applies them later, in tag order (Lindley's recursion
+    # over a batch); one flow and one PS update per push (the reference) must give
+    # the same figures, on contended and uncontended links, with random start
+    # offsets and with all workers starting together (exact ties on the link).
+    # fifo_random draws each step's order when the pulls are issued, and with equal
+    # start times the two loops issue them in a different worker order: no ties there.
+    fields = ("steps_per_s", "mean_step_s", "ps_up_util", "sim_time_s", "bytes_pushed")
+    cases = itertools.product(range(2), (1, 3, 8, 32), (2e7, 2e8), (False, True))
+    bulk_events = per_tensor_events = 0
+    for seed, n, bw, together in cases:
+        if together and policy == "fifo_random":
+            continue
+        w = _long_push_runs(seed)
+        kw = {"policy": policy, "seed": seed, "start_offsets_s": [0.0] * n if together else None}
+        log_b: list[list[float]] = []
+        bulk = simulate_async(w, Network(bw, 1e-4), n, 4, 1, step_log=log_b, **kw)
+        log_t: list[list[float]] = []
+        with monkeypatch.context() as m:
+            m.setattr(async_ps, "_BULK", False)
+            ref = simulate_async(w, Network(bw, 1e-4), n, 4, 1, step_log=log_t, **kw)
+        for name in fields:
+            assert getattr(bulk, name) == pytest.approx(getattr(ref, name), rel=1e-9), name
+        assert np.allclose(log_b, log_t, rtol=1e-9, atol=0)
+        bulk_events += bulk.events
+        per_tensor_events += ref.events
+    assert bulk_events < per_tensor_events / 2
+
+
 def test_enforced_order_waits_one_round_trip_per_pull():
     # tictac pulls one tensor at a time; in real TensorFlow the order is enforced by
     # a control message per link of the chain, modelled as pull_gap_s between one
