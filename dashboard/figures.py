@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import plotly.colors
 import plotly.graph_objects as go
 import polars as pl
 
@@ -98,7 +99,7 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
             measured_steps_per_s_std, predicted_steps_per_s).
         model: model name, for the title.
     """
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+    palette = plotly.colors.qualitative.D3
     fig = go.Figure()
     groups = (
         df.select("network", "bandwidth_bps", "policy").unique().sort("bandwidth_bps", "policy")

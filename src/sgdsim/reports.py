@@ -210,6 +210,7 @@ def accuracy_plot(db_path: str | os.PathLike[str], out_path: str | os.PathLike[s
     """Write the predicted-vs-measured plot (self-contained Plotly HTML): left, each
     point against the diagonal with a ±10 % band; right, steps/s against N,
     measured (markers) and predicted (lines), per model, network and policy."""
+    import plotly.colors
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -245,18 +246,7 @@ def accuracy_plot(db_path: str | os.PathLike[str], out_path: str | os.PathLike[s
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for r in points:
         groups.setdefault(r[:3], []).append(r)
-    palette = [
-        "#1f77b4",
-        "#ff7f0e",
-        "#2ca02c",
-        "#d62728",
-        "#9467bd",
-        "#8c564b",
-        "#e377c2",
-        "#7f7f7f",
-        "#bcbd22",
-        "#17becf",
-    ]
+    palette = plotly.colors.qualitative.D3
     for i, ((model, network, policy), rows) in enumerate(groups.items()):
         color = palette[i % len(palette)]
         label = f"{model} · {network} · {policy}"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.testbed.netns import Testbed
+from sgdsim.testbed.run import cpu_ticks
 
 _PORT = 5201
 
@@ -92,13 +93,12 @@ def kernel_cpu_s() -> float:
     Raises:
         CalibrationError: ``/proc/stat`` cannot be read.
     """
-    try:
-        with open("/proc/stat") as f:
-            parts = f.readline().split()
-    except OSError as e:
-        raise CalibrationError(f"/proc/stat: {e}") from e
-    _user, _nice, system, _idle, _iowait, irq, softirq = (int(x) for x in parts[1:8])
-    return (system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+    t = cpu_ticks()
+    if t is None:
+        raise CalibrationError(
+            "/proc/stat cannot be read: the calibration needs Linux's CPU counters"
+        )
+    return (t["system"] + t["irq"] + t["softirq"]) / os.sysconf("SC_CLK_TCK")
 
 
 def _transfer(size: int, testbed: Testbed | None, timeout_s: float) -> float:

@@ -109,6 +109,34 @@ def _exit_text(rc: int) -> str:
     return f"exited with code {rc}"
 
 
+#: Fields of the aggregate ``cpu`` line of ``/proc/stat`` that :func:`cpu_ticks` reads.
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_ticks() -> dict[str, int] | None:
+    """This machine's CPU time so far per :data:`CPU_FIELDS`, in clock ticks (all
+    cores, the aggregate ``cpu`` line of ``/proc/stat``), or None if unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()
+    except OSError:
+        return None
+    if not parts or parts[0] != "cpu" or len(parts) < 9:
+        return None
+    return dict(zip(CPU_FIELDS, (int(x) for x in parts[1:9]), strict=True))
+
+
+def busy_steal(a: dict[str, int], b: dict[str, int]) -> tuple[float, float] | None:
+    """(busy, steal) shares of all CPU time between two :func:`cpu_ticks` readings;
+    busy = user + nice + system + irq + softirq. None if no time passed."""
+    d = {f: b[f] - a[f] for f in CPU_FIELDS}
+    total = sum(d.values())
+    if total <= 0:
+        return None
+    busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
+    return busy / total, d["steal"] / total
+
+
 class CpuSampler:
     """Samples this machine's CPU time counters (``/proc/stat``) in a background thread.
 
@@ -118,29 +146,15 @@ class CpuSampler:
     says how much of the node another tenant took.
     """
 
-    _FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-
     def __init__(self, interval_s: float = 0.5) -> None:
-        self.samples: list[tuple[float, tuple[int, ...]]] = []
+        self.samples: list[tuple[float, dict[str, int]]] = []
         self._stop = threading.Event()
         self._interval = interval_s
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
 
-    @staticmethod
-    def read() -> tuple[int, ...] | None:
-        """The aggregate ``cpu`` line of ``/proc/stat`` (clock ticks), or None."""
-        try:
-            with open("/proc/stat") as f:
-                parts = f.readline().split()
-        except OSError:
-            return None
-        if not parts or parts[0] != "cpu" or len(parts) < 9:
-            return None
-        return tuple(int(x) for x in parts[1:9])
-
     def _run(self) -> None:
         while True:
-            c = self.read()
+            c = cpu_ticks()
             if c is not None:
                 self.samples.append((time.time(), c))
             if self._stop.wait(self._interval):
@@ -160,13 +174,7 @@ class CpuSampler:
         inside = [(t, c) for t, c in self.samples if start <= t <= end]
         if len(inside) < 2:
             return None
-        a, b = inside[0][1], inside[-1][1]
-        d = dict(zip(self._FIELDS, (y - x for x, y in zip(a, b, strict=True)), strict=True))
-        total = sum(d.values())
-        if total <= 0:
-            return None
-        busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
-        return busy / total, d["steal"] / total
+        return busy_steal(inside[0][1], inside[-1][1])
 
 
 def background_busy(seconds: float = 1.0) -> float | None:
@@ -174,17 +182,11 @@ def background_busy(seconds: float = 1.0) -> float | None:
     before a run starts: other load competes with the measured processes for the
     cores (and, with ``sched_autogroup``, a process in another session gets an equal
     share of them whatever its nice value). None if ``/proc/stat`` cannot be read."""
-    a = CpuSampler.read()
+    a = cpu_ticks()
     time.sleep(seconds)
-    b = CpuSampler.read()
-    if a is None or b is None:
-        return None
-    d = [y - x for x, y in zip(a, b, strict=True)]
-    total = sum(d)
-    if total <= 0:
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, _steal = d
-    return (user + nice + system + irq + softirq) / total
+    b = cpu_ticks()
+    shares = busy_steal(a, b) if a is not None and b is not None else None
+    return None if shares is None else shares[0]
 
 
 def window_start(
@@ -393,26 +395,14 @@ def run_async_measurement(
                 times.append(sorted(float(x) for x in data["step_end_times"]))
         total, per, window, sub = summarize(times, warmup_s, sub_windows, warmup_steps)
         t0 = window_start(times, warmup_s, warmup_steps)
-        busy_steal = cpu.fractions(t0, t0 + window)
+        shares = cpu.fractions(t0, t0 + window)
         qdisc = testbed.qdisc_stats() if testbed is not None else {}
     finally:
         for p in procs.values():
             stop(p)
         if testbed is not None:
             testbed.close()
-    cpu_text = (
-        "not sampled"
-        if busy_steal is None
-        else f"busy {busy_steal[0]:.0%}, stolen {busy_steal[1]:.0%}"
-    )
-    log(
-        f"{workers} worker(s): {total:.3f} steps/s over {window:.1f} s "
-        f"(per worker {', '.join(f'{r:.3f}' for r in per)}; "
-        f"sub-windows {', '.join(f'{r:.3f}' for r in sub)}); "
-        f"{sum(q['drops'] for q in qdisc.values())} packets dropped by the shapers; CPU "
-        f"{cpu_text}"
-    )
-    return MeasurementResult(
+    result = MeasurementResult(
         workers=workers,
         steps_per_s=total,
         per_worker_steps_per_s=per,
@@ -425,9 +415,17 @@ def run_async_measurement(
         window_start=t0,
         qdisc=qdisc,
         background_busy=background,
-        cpu_busy=None if busy_steal is None else busy_steal[0],
-        cpu_steal=None if busy_steal is None else busy_steal[1],
+        cpu_busy=None if shares is None else shares[0],
+        cpu_steal=None if shares is None else shares[1],
     )
+    cpu_text = "not sampled" if shares is None else f"busy {shares[0]:.0%}, stolen {shares[1]:.0%}"
+    log(
+        f"{workers} worker(s): {total:.3f} steps/s over {window:.1f} s "
+        f"(per worker {', '.join(f'{r:.3f}' for r in per)}; "
+        f"sub-windows {', '.join(f'{r:.3f}' for r in sub)}); "
+        f"{result.drops} packets dropped by the shapers; CPU {cpu_text}"
+    )
+    return result
 
 
 def _wait(procs: dict[str, subprocess.Popen[bytes]], workers: int, limit_s: float) -> None:
