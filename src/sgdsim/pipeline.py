@@ -18,7 +18,7 @@ import polars as pl
 
 from sgdsim.errors import ConfigError
 from sgdsim.io import atomic_path
-from sgdsim.simulation.bounds import ETHERNET_PAYLOAD_FRACTION, TBF_PAYLOAD_FRACTION
+from sgdsim.simulation.bounds import ETHERNET_PAYLOAD_FRACTION, tbf_payload_fraction
 
 
 def _entry(config: dict[str, Any], key: str, name: str) -> dict[str, Any]:
@@ -317,6 +317,7 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         "warmup_s": float(val.get("warmup_s", 2)),
         "warmup_steps": int(val.get("warmup_steps", 3)),
         "min_steps": int(val.get("min_steps", 4)),
+        "mtu": int(val.get("mtu", 9000)),
     }
     why = check_available(need_netem=latency > 0)
     loopback = False
@@ -339,6 +340,7 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         loopback=loopback,
         warmup_steps=row["warmup_steps"],
         min_steps=row["min_steps"],
+        mtu=row["mtu"],
     )
     windows = list(r.steps_per_s_windows)
     row |= {
@@ -381,7 +383,9 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why, "network_cpu_s_per_byte": 0.0}
     else:
-        r = network_cpu_per_byte(float(net["bandwidth_bps"]))
+        r = network_cpu_per_byte(
+            float(net["bandwidth_bps"]), mtu=int(config["validation"].get("mtu", 9000))
+        )
         row |= {
             "status": "ok",
             "reason": "",
@@ -412,8 +416,8 @@ def predict_testbed_stage(
     The testbed runs the PS and all N workers on this one node, so the
     prediction places the N workers on one node (``workers_per_node = N``: they
     share its cores, and the PS's: see :func:`_predict` for the CPU bound) behind
-    NICs of the validation network's rate less TCP/IP and Ethernet headers
-    (:data:`sgdsim.simulation.bounds.TBF_PAYLOAD_FRACTION`). Points
+    NICs of the validation network's rate less TCP/IP and Ethernet headers at
+    ``validation.mtu`` (:func:`sgdsim.simulation.bounds.tbf_payload_fraction`). Points
     measured on loopback (no root) are predicted for the profile's own loopback
     network fit instead. ``calibration_path``: the network's
     :func:`calibrate_testbed_stage` result, whose CPU per byte the prediction
@@ -425,7 +429,9 @@ def predict_testbed_stage(
     workers = int(wildcards["workers"])
     workload = Workload.load(workload_path)
     network = Network.from_bits(
-        net["bandwidth_bps"] * TBF_PAYLOAD_FRACTION, float(net.get("latency_s", 0.0)), net["name"]
+        net["bandwidth_bps"] * tbf_payload_fraction(int(config["validation"].get("mtu", 9000))),
+        float(net.get("latency_s", 0.0)),
+        net["name"],
     )
     net_cpu = 0.0
     if calibration_path is not None:

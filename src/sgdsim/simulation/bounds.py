@@ -24,8 +24,24 @@ from sgdsim.simulation.workload import Workload
 #: Tensor bytes per byte of an Ethernet link rate (1448 / 1538): what a data sheet rate carries.
 ETHERNET_PAYLOAD_FRACTION = 1448 / 1538
 #: Tensor bytes per byte of a ``tc tbf`` rate, which counts frames with their
-#: 14-byte Ethernet header but no preamble or gap (1448 / 1514): the testbed.
+#: 14-byte Ethernet header but no preamble or gap (1448 / 1514), at a 1500-byte MTU.
 TBF_PAYLOAD_FRACTION = 1448 / 1514
+
+
+def tbf_payload_fraction(mtu: int = 1500) -> float:
+    """Tensor bytes per byte of a ``tc tbf`` rate on links of MTU ``mtu`` bytes.
+
+    A full TCP segment carries ``mtu − 52`` payload bytes (20 IP, 20 TCP and 12
+    bytes of the timestamp option, on by default in Linux) in a frame of
+    ``mtu + 14`` bytes that tbf counts (Ethernet header; no preamble, frame
+    check sequence or gap on a veth): 1448 / 1514 at 1500, 8948 / 9014 at 9000.
+
+    Raises:
+        ValueError: ``mtu`` ≤ 52.
+    """
+    if mtu <= 52:
+        raise ValueError(f"mtu must be > 52 bytes, got {mtu}")
+    return (mtu - 52) / (mtu + 14)
 
 
 def network_cpu_s_per_step(workload: Workload, network_cpu_s_per_byte: float) -> float:

@@ -144,6 +144,7 @@ CREATE TABLE measurements (
     warmup_s         DOUBLE NOT NULL,   -- seconds left out after the last worker's warm-up steps
     warmup_steps     INTEGER,           -- steps each worker ran before the window could start
     min_steps        INTEGER,           -- steps each worker ran after warm-up, at least
+    mtu              INTEGER,           -- MTU of the emulated links, bytes
     status           VARCHAR NOT NULL,  -- ok | skipped
     reason           VARCHAR NOT NULL,  -- why skipped, or why run on loopback ('' otherwise)
     loopback         BOOLEAN NOT NULL,  -- run unshaped on 127.0.0.1 (no root)

@@ -27,7 +27,7 @@ from sgdsim.errors import SgdsimError
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
-from sgdsim.testbed.netns import Testbed
+from sgdsim.testbed.netns import DEFAULT_MTU, Testbed
 
 #: TCP port of every task inside the testbed (each host has its own namespace).
 TESTBED_PORT = 2222
@@ -269,6 +269,7 @@ def run_async_measurement(
     warmup_steps: int = 3,
     min_steps: int = 4,
     max_step_s: float = 30.0,
+    mtu: int = DEFAULT_MTU,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers and measure steps/s.
 
@@ -297,6 +298,7 @@ def run_async_measurement(
         min_steps: steps each worker runs after warm-up, at least, however
             long they take (a window of few multi-second steps is noisy).
         max_step_s: seconds a step may take, for the deadline.
+        mtu: MTU of the testbed's links in bytes (see :class:`~sgdsim.testbed.netns.Testbed`).
 
     Raises:
         MeasurementError: a process failed (names it), the run exceeded its deadline,
@@ -336,10 +338,10 @@ def run_async_measurement(
             addr = {h: f"127.0.0.1:{p}" for h, p in zip(names, ports, strict=True)}
             where = "loopback 127.0.0.1"
         else:
-            testbed = Testbed(workers, bandwidth_bps, latency_s)
+            testbed = Testbed(workers, bandwidth_bps, latency_s, mtu=mtu)
             addr = {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}
             rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
-            where = f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way)"
+            where = f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, MTU {mtu})"
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
