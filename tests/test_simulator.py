@@ -549,16 +549,69 @@ def test_cpu_bound_is_cores_over_cpu_seconds_per_step():
     ) == pytest.approx(4.0)
 
 
-def test_network_cpu_leaves_the_rest_of_the_cores_to_compute():
+def test_compute_slots_are_the_cores_left_to_compute_over_one_workers_cores():
     import dataclasses
 
-    from sgdsim.simulation.bounds import compute_slowdown
+    from sgdsim.simulation.bounds import (
+        background_cpu_s_per_step,
+        compute_parallelism,
+        compute_slots,
+    )
 
     w = dataclasses.replace(
-        workload([0.1], [1e6], [0], [1e6], [0], [0.001]), node_cores=2, worker_cpu_s=0.3
+        workload([0.1], [1e6], [0], [1e6], [0], [0.001]),
+        node_cores=2,
+        worker_cpu_s=0.2,
+        ps_cpu_s=0.05,
+        overhead_s=0.02,
     )
-    # 5 steps/s × 2 MB × 50 ns = 0.5 CPU s/s on 2 cores: u = 0.25, compute takes 1/0.75
-    assert compute_slowdown(w, 5.0, 5e-8) == pytest.approx(1 / 0.75)
-    assert compute_slowdown(w, 0.0, 5e-8) == 1.0
-    assert compute_slowdown(w, 1e6, 5e-8) == pytest.approx(10.0)  # u capped at 0.9
-    assert compute_slowdown(dataclasses.replace(w, node_cores=None), 5.0, 5e-8) == 1.0
+    # compute keeps (0.2 - 0.02 overhead) / 0.1 s = 1.8 cores busy
+    assert compute_parallelism(w) == pytest.approx(1.8)
+    # the rest of a step: 0.2 + 0.05 - 1.8 * 0.1 = 0.07 CPU s, plus 2 MB x 50 ns = 0.1
+    assert background_cpu_s_per_step(w) == pytest.approx(0.07)
+    assert background_cpu_s_per_step(w, 5e-8) == pytest.approx(0.17)
+    # idle node: 2 cores / 1.8; at 5 steps/s the background keeps 0.85 cores busy
+    assert compute_slots(w) == pytest.approx(2 / 1.8)
+    assert compute_slots(w, 5.0, 5e-8) == pytest.approx((2 - 0.85) / 1.8)
+    assert compute_slots(w, 1e6, 5e-8) == pytest.approx(0.1 * 2 / 1.8)  # at least 10 %
+    # parallelism is kept in [1, cores]; unmeasured CPU: a worker takes the node
+    assert compute_parallelism(dataclasses.replace(w, worker_cpu_s=0.05)) == 1.0
+    assert compute_parallelism(dataclasses.replace(w, worker_cpu_s=1.0)) == 2.0
+    assert compute_slots(dataclasses.replace(w, node_cores=None), 5.0, 5e-8) == 1.0
+
+
+def test_colocated_workers_compute_at_full_speed_while_slots_last():
+    # one 1 s segment per step, two workers on one node with 1.5 compute slots:
+    # together each runs at 0.75 of its speed (limited processor sharing)
+    w = workload([1.0], [], [], [], [], [])
+    net = Network(1e9, 0.0)
+    log: list[list[float]] = []
+    kw = {"workers_per_node": 2, "compute_slots": 1.5, "step_log": log}
+    simulate_async(w, net, 2, 1, 0, start_offsets_s=[0, 0], **kw)
+    assert log == [pytest.approx([1 / 0.75]), pytest.approx([1 / 0.75])]
+    # worker 0 alone for 0.5 s (0.5 done), then both at 0.75: worker 0's last 0.5
+    # takes 2/3 s (ends 7/6 s), worker 1 did 0.5 by then and ends 0.5 s later
+    log.clear()
+    simulate_async(w, net, 2, 1, 0, start_offsets_s=[0, 0.5], **kw)
+    assert log == [pytest.approx([0.5 + 0.5 / 0.75]), pytest.approx([0.5 + 0.5 / 0.75 + 0.5])]
+    # with two slots they do not slow each other
+    log.clear()
+    simulate_async(w, net, 2, 1, 0, start_offsets_s=[0, 0.5], **{**kw, "compute_slots": 2.0})
+    assert log == [pytest.approx([1.0]), pytest.approx([1.5])]
+    with pytest.raises(ValueError, match="compute_slots"):
+        simulate_async(w, net, 2, 1, 0, workers_per_node=2, compute_slots=0.0)
+
+
+def test_replications_from_given_offsets_are_runs_from_those_offsets():
+    from sgdsim.simulation import simulate_async_replicated
+
+    w = workload([0.01, 0.02], [1e5, 2e5], [0, 1], [2e5, 1e5], [0, 1], [1e-3, 1e-3])
+    net = Network(1e7, 1e-4)
+    rows = [[0.0, 0.01], [0.0, 0.03], [0.0, 0.0]]
+    mean = simulate_async_replicated(w, net, 2, 12, 2, start_offsets_s=rows)
+    runs = [simulate_async(w, net, 2, 12, 2, seed=42, start_offsets_s=r).steps_per_s for r in rows]
+    assert mean.replications == 3
+    assert mean.steps_per_s == pytest.approx(sum(runs) / 3, rel=1e-12)
+    assert len(set(runs)) > 1  # the phase matters
+    with pytest.raises(ValueError, match="at least one row"):
+        simulate_async_replicated(w, net, 2, 12, 2, start_offsets_s=[])

@@ -226,6 +226,25 @@ def test_two_async_workers_in_the_testbed(testbed_ok):
 
 
 @pytest.mark.slow
+def test_episodes_start_each_worker_at_its_offset(testbed_ok):
+    # two episodes; in the first, worker 1 starts 0.5 s after worker 0
+    offsets = [[0.0, 0.5], [0.0, 0.0]]
+    r = run_async_measurement(
+        lenet(), 2, 100e6, duration_s=2, warmup_s=0, min_steps=3, start_offsets_s=offsets
+    )
+    assert r.start_offsets_s == ((0.0, 0.5), (0.0, 0.0))
+    assert len(r.steps_per_s_windows) == 2 and min(r.steps_per_s_windows) > 0
+    assert r.steps_per_s == pytest.approx(sum(r.steps_per_s_windows) / 2)
+    assert r.window_s >= 2 * 2
+    # times are relative to the first episode's window, which starts at its last
+    # offset: in the 0.5 s before it worker 0 trained alone
+    w0, w1 = r.step_end_times
+    assert sum(-0.5 <= t < 0 for t in w0) >= 3
+    assert not any(-0.5 <= t < 0 for t in w1)
+    assert child_processes() == []
+
+
+@pytest.mark.slow
 def test_two_async_workers_on_loopback():
     r = run_async_measurement(lenet(), 2, None, duration_s=6, warmup_s=2, loopback=True)
     print(r)
@@ -360,20 +379,36 @@ def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_pat
     # validation.unprivileged: loopback. Where the testbed cannot run (here: made
     # to report a reason), the point is measured for real on 127.0.0.1, unshaped,
     # and recorded with the reason; with `skip` it is recorded as skipped.
+    import numpy as np
     import polars as pl
 
     import sgdsim.testbed
     from sgdsim.pipeline import measure_stage
+    from sgdsim.simulation import Workload
 
     monkeypatch.setattr(sgdsim.testbed, "check_available", lambda **_: "no root (test)")
+    # the point's start offsets come from the profile: a 20 ms step on a 1 GB/s fit
+    workload = tmp_path / "LeNet5.json"
+    Workload(
+        seg_dur_s=np.array([0.02]),
+        pull_bytes=np.array([2.5e5]),
+        pull_gate=np.array([0]),
+        push_bytes=np.array([2.5e5]),
+        push_seg=np.array([0]),
+        push_update_s=np.array([1e-4]),
+    ).save(str(workload))
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pl.DataFrame({"profile_bandwidth_Bps": [1e9]}).write_parquet(tables / "profile.parquet")
     config = {
         "models": [{"name": "LeNet5", "batch_size": 8, "image_size": 32, "classes": 10}],
         "hardware": [{"name": "cpu", "intra_op_threads": 1, "inter_op_threads": 1}],
         "profile": {},
         "validation": {
             "hardware": "cpu",
-            "duration_s": 4,
-            "warmup_s": 1,
+            "duration_s": 2,
+            "warmup_s": 0.5,
+            "episodes": 2,
             "unprivileged": "loopback",
             "networks": [{"name": "100Mbps", "bandwidth_bps": 1e8}],
             "points": [{"model": "LeNet5", "workers": [2]}],
@@ -381,14 +416,49 @@ def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_pat
     }
     wc = {"hardware": "cpu", "model": "LeNet5", "network": "100Mbps", "policy": "tf_default"}
     out = tmp_path / "w2.parquet"
-    measure_stage(config, str(out), wc | {"workers": "2"})
+    measure_stage(config, str(workload), str(tables), str(out), wc | {"workers": "2"})
     row = pl.read_parquet(out).to_dicts()[0]
     assert row["status"] == "ok" and row["loopback"] and row["reason"] == "no root (test)"
     assert row["steps_per_s"] > 0 and len(row["per_worker_steps_per_s"]) == 2
+    # two episodes, each from its offsets: worker 0 at 0, worker 1 within one step
+    # (0.02 s compute + 0.5 MB at 1 GB/s = 0.0205 s)
+    assert row["episodes"] == 2 and len(row["steps_per_s_windows"]) == 2
+    offsets = row["start_offsets_s"]
+    assert len(offsets) == 2 and all(o[0] == 0 and 0 <= o[1] < 0.0205 for o in offsets)
+    assert row["steps_per_s"] == pytest.approx(sum(row["steps_per_s_windows"]) / 2)
     assert row["shaper_drops"] == 0  # nothing shaped
     assert child_processes() == []
     config["validation"]["unprivileged"] = "skip"
-    measure_stage(config, str(out), wc | {"workers": "2"})
+    measure_stage(config, str(workload), str(tables), str(out), wc | {"workers": "2"})
     row = pl.read_parquet(out).to_dicts()[0]
     assert row["status"] == "skipped" and row["reason"] == "no root (test)"
     assert "steps_per_s" not in row  # nothing was measured
+
+
+def test_validation_offsets_are_seeded_per_point_and_within_one_step():
+    import numpy as np
+
+    from sgdsim.pipeline import validation_offsets
+    from sgdsim.simulation import Network, Workload
+    from sgdsim.simulation.async_ps import single_step_estimate
+
+    w = Workload(
+        seg_dur_s=np.array([0.1]),
+        pull_bytes=np.array([1e6]),
+        pull_gate=np.array([0]),
+        push_bytes=np.array([1e6]),
+        push_seg=np.array([0]),
+        push_update_s=np.array([1e-3]),
+    )
+    net = Network(1e7, 0.0)
+    t1 = single_step_estimate(w, net)  # 0.1 + 2 MB / 10 MB/s = 0.3 s
+    config = {"seed": 7, "validation": {"episodes": 4}}
+    point = {"model": "M", "network": "n", "policy": "tf_default", "workers": "3"}
+    rows = validation_offsets(config, w, net, point)
+    assert len(rows) == 4 and all(len(r) == 3 and r[0] == 0.0 for r in rows)
+    assert all(0 <= x < t1 for r in rows for x in r)
+    assert len({tuple(r) for r in rows}) == 4  # each episode its own phases
+    assert validation_offsets(config, w, net, point) == rows  # same seed and point
+    assert validation_offsets(config, w, net, point | {"network": "m"}) != rows
+    assert validation_offsets({**config, "seed": 8}, w, net, point) != rows
+    assert validation_offsets(config, w, net, point | {"workers": "1"}) == [[0.0]]

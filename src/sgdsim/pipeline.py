@@ -96,6 +96,7 @@ def _predict(
     workers_per_node: int,
     ps_with_workers: bool = False,
     network_cpu_s_per_byte: float = 0.0,
+    start_offsets_s: Sequence[Sequence[float]] | None = None,
 ) -> dict[str, Any]:
     """Simulated metrics of one point, capped by the nodes' CPU (flat record).
 
@@ -108,25 +109,32 @@ def _predict(
     process on one node) that round trip is CPU work sharing the node's cores
     with the workers' compute (``pull_gap_cpu``).
 
-    With ``network_cpu_s_per_byte`` > 0 (the testbed's network runs on the
-    node's cores) the workers' compute, per-step overhead and pull start are
-    stretched by :func:`sgdsim.simulation.bounds.compute_slowdown` at the
-    predicted throughput, a fixed point found by damped iteration (4 rounds:
-    more throughput leaves less CPU to compute, so the iteration contracts);
-    ``compute_slowdown`` records the factor used.
+    Co-located workers share their node's cores
+    (:func:`sgdsim.simulation.bounds.compute_slots`: the cores left to
+    compute, divided by the cores one worker's compute keeps busy). With
+    ``ps_with_workers`` the node also runs the PS, every worker's client and
+    RPC threads and, at ``network_cpu_s_per_byte`` > 0, the emulated network's
+    kernel work; they take cores in proportion to the throughput, so the
+    slots are a fixed point of the throughput, found by damped iteration (4
+    rounds: more throughput leaves fewer cores to compute, so the iteration
+    contracts). ``compute_slots`` records the value used (NULL: cores not
+    shared).
+
+    ``start_offsets_s`` (R, N): simulate R runs from these start offsets
+    (seconds) instead of ``simulation.replications`` seeded random ones.
     """
-    import dataclasses
     import math
 
     from sgdsim.simulation import simulate_async_replicated
-    from sgdsim.simulation.bounds import compute_slowdown, cpu_bound_steps_per_s
+    from sgdsim.simulation.async_ps import SERIAL_PULL_POLICIES
+    from sgdsim.simulation.bounds import compute_slots, cpu_bound_steps_per_s
 
     sim = config["simulation"]
     gap = workload.rpc_rtt_s + 2 * network.latency_s
 
-    def run(wl: Any) -> Any:
+    def run(slots: float) -> Any:
         return simulate_async_replicated(
-            wl,
+            workload,
             network,
             workers=workers,
             steps_per_worker=sim["steps_per_worker"],
@@ -138,23 +146,19 @@ def _predict(
             ps_discipline=sim.get("ps_discipline", "fair"),
             pull_gap_s=gap,
             pull_gap_cpu=ps_with_workers,
+            compute_slots=slots,
+            start_offsets_s=start_offsets_s,
             **policy_sizes(sim),
         )
 
-    r = run(workload)
-    slowdown = 1.0
-    if network_cpu_s_per_byte > 0:
+    shared = workers_per_node > 1 or (ps_with_workers and policy in SERIAL_PULL_POLICIES)
+    slots = compute_slots(workload)
+    r = run(slots)
+    if shared and ps_with_workers:
         x = r.steps_per_s
         for _ in range(4):
-            slowdown = compute_slowdown(workload, x, network_cpu_s_per_byte)
-            r = run(
-                dataclasses.replace(
-                    workload,
-                    seg_dur_s=workload.seg_dur_s * slowdown,
-                    overhead_s=workload.overhead_s * slowdown,
-                    pull_start_s=workload.pull_start_s * slowdown,
-                )
-            )
+            slots = compute_slots(workload, x, network_cpu_s_per_byte)
+            r = run(slots)
             x = 0.5 * (x + r.steps_per_s)
     row = asdict(r)
     row["sim_wall_s"] = row.pop("wall_s")
@@ -164,7 +168,7 @@ def _predict(
     row["sim_steps_per_s"] = r.steps_per_s
     row["cpu_bound_steps_per_s"] = None if math.isinf(bound) else bound
     row["pull_gap_s"] = gap
-    row["compute_slowdown"] = slowdown
+    row["compute_slots"] = slots if shared else None
     if bound < r.steps_per_s:
         row["steps_per_s"] = bound
         row["samples_per_s"] = bound * workload.batch_size
@@ -281,20 +285,84 @@ def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
     return float(config["validation"].get("duration_s", 20))
 
 
-def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, str]) -> None:
+#: Name of the network a point measured on loopback (no root) is predicted for.
+LOOPBACK_FIT = "loopback (profile fit)"
+
+
+def _testbed_network(config: dict[str, Any], net: dict[str, Any], tables_dir: str) -> Any:
+    """The network the testbed gives a validation point, as the simulator sees it.
+
+    The validation network's rate less TCP/IP and Ethernet headers at
+    ``validation.mtu`` (:func:`sgdsim.simulation.bounds.tbf_payload_fraction`);
+    where the testbed cannot run and ``validation.unprivileged`` is
+    ``loopback``, the profile's own loopback network fit instead (``name``
+    :data:`LOOPBACK_FIT`).
+    """
+    from sgdsim.simulation import Network
+
+    network = Network.from_bits(
+        net["bandwidth_bps"] * tbf_payload_fraction(int(config["validation"].get("mtu", 9000))),
+        float(net.get("latency_s", 0.0)),
+        net["name"],
+    )
+    if config["validation"].get("unprivileged", "skip") == "loopback":
+        from sgdsim.testbed import check_available
+
+        if check_available(need_netem=network.latency_s > 0) is not None:
+            fit = pl.read_parquet(Path(tables_dir) / "profile.parquet")
+            network = Network(float(fit["profile_bandwidth_Bps"][0]), 0.0, LOOPBACK_FIT)
+    return network
+
+
+def validation_offsets(
+    config: dict[str, Any], workload: Any, network: Any, wildcards: dict[str, str]
+) -> list[list[float]]:
+    """Start offsets of a validation point's episodes, (E, N) seconds.
+
+    Worker 0 starts at 0 and every other worker at a uniformly random offset
+    in ``[0, T1)``, ``T1`` the contention-free step time on the point's network
+    (:func:`sgdsim.simulation.async_ps.single_step_estimate`), as the simulator
+    draws them; ``E`` is ``validation.episodes`` (1 with one worker). The
+    draws are seeded by ``seed`` and the point (model, network, policy, N),
+    so the measure and predict_testbed stages get the same offsets.
+    """
+    import zlib
+
+    import numpy as np
+
+    from sgdsim.simulation.async_ps import single_step_estimate
+
+    workers = int(wildcards["workers"])
+    episodes = int(config["validation"].get("episodes", 3)) if workers > 1 else 1
+    key = "/".join(wildcards[k] for k in ("model", "network", "policy", "workers"))
+    rng = np.random.default_rng([int(config.get("seed", 42)), zlib.crc32(key.encode())])
+    t1 = single_step_estimate(workload, network)
+    return [[0.0, *rng.uniform(0.0, t1, workers - 1).tolist()] for _ in range(episodes)]
+
+
+def measure_stage(
+    config: dict[str, Any],
+    workload_path: str,
+    tables_dir: str,
+    out_path: str,
+    wildcards: dict[str, str],
+) -> None:
     """Measure one validation point on the emulated network; one-row Parquet file.
 
     Runs :func:`sgdsim.testbed.run_async_measurement` with the model and thread
     settings of the profile, the validation network's rate and the point's pull
-    order. Without root or iproute2 the point is recorded with ``status``
-    ``skipped`` and the reason (``validation.unprivileged: skip``), or measured
-    unshaped on loopback (``loopback``).
+    order, in ``validation.episodes`` episodes that start the workers at the
+    offsets of :func:`validation_offsets` (one episode with one worker). Without
+    root or iproute2 the point is recorded with ``status`` ``skipped`` and the
+    reason (``validation.unprivileged: skip``), or measured unshaped on
+    loopback (``loopback``).
 
     Raises:
         MeasurementError: the run failed (nothing is written).
     """
     import statistics
 
+    from sgdsim.simulation import Workload
     from sgdsim.testbed import check_available, run_async_measurement
 
     val = config["validation"]
@@ -330,6 +398,10 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
             return
         print(f"[measure] {why}; measuring unshaped on loopback instead", file=sys.stderr)
         loopback = True
+    offsets = validation_offsets(
+        config, Workload.load(workload_path), _testbed_network(config, net, tables_dir), wildcards
+    )
+    row["episodes"] = len(offsets)
     r = run_async_measurement(
         spec,
         workers,
@@ -341,6 +413,7 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         warmup_steps=row["warmup_steps"],
         min_steps=row["min_steps"],
         mtu=row["mtu"],
+        start_offsets_s=offsets,
     )
     windows = list(r.steps_per_s_windows)
     row |= {
@@ -351,6 +424,7 @@ def measure_stage(config: dict[str, Any], out_path: str, wildcards: dict[str, st
         "samples_per_s": r.steps_per_s * spec.batch_size,
         "steps_per_s_windows": windows,
         "steps_per_s_std": statistics.stdev(windows) if len(windows) > 1 else 0.0,
+        "start_offsets_s": [list(e) for e in r.start_offsets_s],
         "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
         "window_s": r.window_s,
         "step_end_times": [list(t) for t in r.step_end_times],
@@ -416,33 +490,24 @@ def predict_testbed_stage(
     The testbed runs the PS and all N workers on this one node, so the
     prediction places the N workers on one node (``workers_per_node = N``: they
     share its cores, and the PS's: see :func:`_predict` for the CPU bound) behind
-    NICs of the validation network's rate less TCP/IP and Ethernet headers at
-    ``validation.mtu`` (:func:`sgdsim.simulation.bounds.tbf_payload_fraction`). Points
-    measured on loopback (no root) are predicted for the profile's own loopback
-    network fit instead. ``calibration_path``: the network's
-    :func:`calibrate_testbed_stage` result, whose CPU per byte the prediction
-    charges to the node (see :func:`_predict`).
+    NICs of the validation network's rate less TCP/IP and Ethernet headers
+    (:func:`_testbed_network`; points measured on loopback, without root, are
+    predicted for the profile's own loopback network fit), one run from each
+    episode's start offsets (:func:`validation_offsets`), as measured.
+    ``calibration_path``: the network's :func:`calibrate_testbed_stage`
+    result, whose CPU per byte the prediction charges to the node (see
+    :func:`_predict`).
     """
-    from sgdsim.simulation import Network, Workload
+    from sgdsim.simulation import Workload
 
     net = _validation_network(config, wildcards["network"])
     workers = int(wildcards["workers"])
     workload = Workload.load(workload_path)
-    network = Network.from_bits(
-        net["bandwidth_bps"] * tbf_payload_fraction(int(config["validation"].get("mtu", 9000))),
-        float(net.get("latency_s", 0.0)),
-        net["name"],
-    )
+    network = _testbed_network(config, net, tables_dir)
     net_cpu = 0.0
-    if calibration_path is not None:
+    if calibration_path is not None and network.name != LOOPBACK_FIT:
         net_cpu = float(json.loads(Path(calibration_path).read_text())["network_cpu_s_per_byte"])
-    if config["validation"].get("unprivileged", "skip") == "loopback":
-        from sgdsim.testbed import check_available
-
-        if check_available(need_netem=network.latency_s > 0) is not None:
-            fit = pl.read_parquet(Path(tables_dir) / "profile.parquet")
-            network = Network(float(fit["profile_bandwidth_Bps"][0]), 0.0, "loopback")
-            net_cpu = 0.0
+    offsets = validation_offsets(config, workload, network, wildcards)
     row = {
         "model": wildcards["model"],
         "hardware": wildcards["hardware"],
@@ -461,7 +526,9 @@ def predict_testbed_stage(
             workers,
             ps_with_workers=True,
             network_cpu_s_per_byte=net_cpu,
+            start_offsets_s=offsets,
         ),
+        "start_offsets_s": offsets,
     }
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)

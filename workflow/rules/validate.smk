@@ -1,5 +1,8 @@
 rule measure:
     """Real asynchronous training, one PS and N workers, on the emulated network."""
+    input:
+        workload=rules.normalize.output.workload,
+        profile=rules.normalize.output.tables,
     output:
         measurement="results/validation/measurements/{hardware}/{model}/{network}/{policy}/w{workers}.parquet",
     log:

@@ -4,4 +4,10 @@ sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
 
 from sgdsim.pipeline import measure_stage
 
-measure_stage(snakemake.config, snakemake.output.measurement, dict(snakemake.wildcards))
+measure_stage(
+    snakemake.config,
+    snakemake.input.workload,
+    snakemake.input.profile,
+    snakemake.output.measurement,
+    dict(snakemake.wildcards),
+)

@@ -177,6 +177,7 @@ def simulate_async(
     nic_stats: dict[str, tuple[float, float]] | None = None,
     pull_gap_s: float = 0.0,
     pull_gap_cpu: bool = False,
+    compute_slots: float = 1.0,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
@@ -207,8 +208,9 @@ def simulate_async(
         step_log: if given, receives each worker's list of step end times (s).
         workers_per_node: workers placed on one node (worker ``w`` on node
             ``w // workers_per_node``). Co-located workers share the node's
-            cores: while ``k`` of them compute, each runs at ``1/k`` of its
-            profiled speed (processor sharing; the profile took the whole node).
+            cores: while ``k`` of them compute, each runs at
+            ``min(1, compute_slots / k)`` of its profiled speed (limited
+            processor sharing).
             With one PS their NIC is not a bottleneck (the PS NIC, of the same
             capacity, carries all their traffic); with several shards the
             node's NIC is shared by its workers' connections.
@@ -236,6 +238,11 @@ def simulate_async(
             (processor sharing), so it stretches while they compute: the
             control message needs the worker's and the PS's threads scheduled
             (used for the testbed, where every process shares one node's cores).
+        compute_slots: how many co-located workers compute at their profiled
+            speed at once: the node's cores free for compute divided by the
+            cores one worker's compute keeps busy (> 0; 1 = a worker's compute
+            takes the whole node). Only matters with ``workers_per_node`` > 1
+            or ``pull_gap_cpu``.
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
@@ -263,6 +270,8 @@ def simulate_async(
         )
     if workers_per_node < 1:
         raise ValueError(f"workers_per_node must be >= 1, got {workers_per_node}")
+    if not compute_slots > 0:
+        raise ValueError(f"compute_slots must be > 0, got {compute_slots}")
     if start_offsets_s is not None and len(start_offsets_s) != workers:
         raise ValueError(f"start_offsets_s needs {workers} values, got {len(start_offsets_s)}")
     if policy not in POLICIES:
@@ -288,6 +297,7 @@ def simulate_async(
             trace,
             workers_per_node,
             ps_discipline,
+            compute_slots,
         )
     else:
         raw = run_general(
@@ -304,6 +314,7 @@ def simulate_async(
             trace,
             workers_per_node,
             ps_discipline,
+            compute_slots,
         )
     step_ends, busy, now = raw.step_ends, raw.busy, raw.now
     overhead = workload.overhead_s
@@ -395,6 +406,7 @@ def _run_fast(
     trace: list[TraceRecord] | None,
     workers_per_node: int,
     ps_discipline: str,
+    compute_slots: float = 1.0,
 ) -> RawRun:
     """The loop of the whole-tensor FIFO policies on one PS.
 
@@ -466,9 +478,10 @@ def _run_fast(
 
     shared_cpu = workers_per_node > 1
     n_nodes = -(-workers // workers_per_node)
-    # the cores of each worker node, a link of capacity 1 (one second of
-    # profiled compute per second when alone); index 2 + node in events
-    cores = [PSLink(1.0) for _ in range(n_nodes)] if shared_cpu else []
+    # the cores of each worker node, a link of capacity compute_slots, each
+    # worker's compute served at most at 1 (one second of profiled compute per
+    # second); index 2 + node in events
+    cores = [PSLink(compute_slots, 1.0) for _ in range(n_nodes)] if shared_cpu else []
     # with one FIFO queue for all workers the link cannot tell flows apart by
     # connection, so each payload carries its worker: label + worker * stride
     fifo = ps_discipline == "fifo"
@@ -1236,6 +1249,8 @@ def simulate_async_replicated(
     bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES,
     pull_gap_s: float = 0.0,
     pull_gap_cpu: bool = False,
+    compute_slots: float = 1.0,
+    start_offsets_s: Sequence[Sequence[float]] | None = None,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -1244,15 +1259,26 @@ def simulate_async_replicated(
     over replications is the expected throughput, and ``steps_per_s_std`` its
     spread. With one worker every replication is identical.
 
+    ``start_offsets_s``: (R, N) start offsets of each replication, seconds,
+    instead of seeded random ones (``replications`` is then R; the measured
+    validation starts its episodes from the same offsets).
+
     Returns:
         An :class:`AsyncResult` whose metrics are means over replications
         (``events`` and ``wall_s`` are totals).
 
     Raises:
-        ValueError: ``replications < 1`` or any error of :func:`simulate_async`.
+        ValueError: ``replications < 1``, no rows in ``start_offsets_s``, or any
+            error of :func:`simulate_async`.
     """
-    if replications < 1:
-        raise ValueError(f"replications must be >= 1, got {replications}")
+    if start_offsets_s is not None:
+        rows: list[Sequence[float] | None] = list(start_offsets_s)
+        if not rows:
+            raise ValueError("start_offsets_s needs at least one row")
+    else:
+        if replications < 1:
+            raise ValueError(f"replications must be >= 1, got {replications}")
+        rows = [None] * (replications if workers > 1 else 1)
     runs = [
         simulate_async(
             workload,
@@ -1269,8 +1295,10 @@ def simulate_async_replicated(
             bytescheduler_credit_bytes=bytescheduler_credit_bytes,
             pull_gap_s=pull_gap_s,
             pull_gap_cpu=pull_gap_cpu,
+            compute_slots=compute_slots,
+            start_offsets_s=row,
         )
-        for r in range(replications if workers > 1 else 1)
+        for r, row in enumerate(rows)
     ]
     mean = {
         f: float(np.mean([getattr(r, f) for r in runs]))

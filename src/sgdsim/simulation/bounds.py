@@ -51,22 +51,59 @@ def network_cpu_s_per_step(workload: Workload, network_cpu_s_per_byte: float) ->
     return moved * network_cpu_s_per_byte
 
 
-def compute_slowdown(
-    workload: Workload, steps_per_s: float, network_cpu_s_per_byte: float
-) -> float:
-    """Factor ≥ 1 by which network CPU on the node stretches the workers' compute.
+def compute_parallelism(workload: Workload) -> float | None:
+    """Cores one worker's compute keeps busy while it computes, from the profile.
 
-    At ``steps_per_s`` (all workers) the network path keeps
-    ``u = steps_per_s · network_cpu_s_per_step / cores`` of the node's cores
-    busy (utilization law, Denning and Buzen 1978); processor sharing leaves
-    ``1 − u`` to compute, which therefore takes ``1 / (1 − u)`` as long (u is
-    capped at 0.9). 1 when ``node_cores`` was not measured.
+    The profile measures the worker process's CPU seconds per step
+    (``worker_cpu_s``, every thread). Its per-step overhead and pull start
+    (client, session, RPC set-up) run on about one core; the rest is the
+    compute's, spread over ``compute_s`` seconds of compute:
+    ``p = (worker_cpu_s − overhead_s − pull_start_s) / compute_s``, kept in
+    ``[1, node_cores]``. None when the profile did not measure CPU.
     """
-    c = workload.node_cores
-    if c is None or c <= 0:
+    c, dw = workload.node_cores, workload.worker_cpu_s
+    if c is None or dw is None or c <= 0 or workload.compute_s <= 0:
+        return None
+    p = (dw - workload.overhead_s - workload.pull_start_s) / workload.compute_s
+    return min(max(p, 1.0), float(c))
+
+
+def background_cpu_s_per_step(workload: Workload, network_cpu_s_per_byte: float = 0.0) -> float:
+    """CPU seconds per step a node running the PS and the workers (the testbed)
+    spends on everything but the workers' compute: the workers' client and RPC
+    threads, the PS (serving pulls and pushes, applying updates) and the
+    network path's kernel work (:func:`network_cpu_s_per_step`). 0 when the
+    profile did not measure CPU.
+    """
+    p = compute_parallelism(workload)
+    dw, dp = workload.worker_cpu_s, workload.ps_cpu_s
+    if p is None or dw is None or dp is None:
+        return 0.0
+    rest = dw + dp + network_cpu_s_per_step(workload, network_cpu_s_per_byte)
+    return max(0.0, rest - p * workload.compute_s)
+
+
+def compute_slots(
+    workload: Workload,
+    steps_per_s: float = 0.0,
+    network_cpu_s_per_byte: float = 0.0,
+    min_share: float = 0.1,
+) -> float:
+    """How many co-located workers compute at their profiled speed at once (> 0).
+
+    The node's ``C`` cores serve the workers' compute, each keeping ``p``
+    cores busy (:func:`compute_parallelism`), and, at ``steps_per_s`` (all
+    workers), the background work of :func:`background_cpu_s_per_step`, which
+    keeps ``u = steps_per_s · D_bg`` cores busy on average (utilization law,
+    Denning and Buzen 1978). What is left is shared by the computing workers
+    (processor sharing): ``(C − u) / p`` slots, at least ``min_share · C / p``.
+    1 when the profile did not measure CPU (a worker's compute takes the node).
+    """
+    p, c = compute_parallelism(workload), workload.node_cores
+    if p is None or c is None:
         return 1.0
-    u = steps_per_s * network_cpu_s_per_step(workload, network_cpu_s_per_byte) / c
-    return 1.0 / (1.0 - min(max(u, 0.0), 0.9))
+    u = steps_per_s * background_cpu_s_per_step(workload, network_cpu_s_per_byte)
+    return max(c - u, min_share * c) / p
 
 
 def cpu_bound_steps_per_s(

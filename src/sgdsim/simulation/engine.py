@@ -130,6 +130,7 @@ def run_general(
     trace: list[TraceRecord] | None,
     workers_per_node: int,
     ps_discipline: str,
+    compute_slots: float = 1.0,
 ) -> RawRun:
     """Simulate; arguments as :func:`sgdsim.simulation.async_ps.simulate_async` (checked there).
 
@@ -212,7 +213,7 @@ def run_general(
     else:
         links = [PSLink(network.bandwidth_Bps), PSLink(network.bandwidth_Bps)]
     if shared_cpu:
-        links += [PSLink(1.0) for _ in range(n_nodes)]
+        links += [PSLink(compute_slots, 1.0) for _ in range(n_nodes)]
     link_version = [0] * len(links)
 
     # connections: (direction, shard, worker or -1 for the one FIFO queue per NIC)

@@ -41,8 +41,16 @@ class _Conn:
 class PSLink:
     """One direction of a NIC: fair between connections, FIFO within each.
 
+    Also a node's cores, shared by the compute of the workers placed there
+    (capacity in worker-equivalents, each capped at one: see ``max_rate``).
+
     Args:
         capacity_Bps: capacity in bytes/s (> 0).
+        max_rate: most a single connection is served at, bytes/s (``inf``: no
+            cap). With ``k`` busy connections each is served at
+            ``min(capacity / k, max_rate)`` (limited processor sharing): a
+            worker's compute that uses ``p`` of a node's ``C`` cores runs at
+            full speed until ``C / p`` workers compute at once.
 
     Attributes:
         busy_s: time with at least one flow on the link, seconds.
@@ -59,13 +67,17 @@ class PSLink:
         "capacity",
         "g",
         "last_conn",
+        "max_rate",
         "t",
     )
 
-    def __init__(self, capacity_Bps: float) -> None:
+    def __init__(self, capacity_Bps: float, max_rate: float = math.inf) -> None:
         if not capacity_Bps > 0:
             raise ValueError(f"link capacity must be > 0 bytes/s, got {capacity_Bps}")
+        if not max_rate > 0:
+            raise ValueError(f"max_rate must be > 0, got {max_rate}")
         self.capacity = float(capacity_Bps)
+        self.max_rate = float(max_rate)
         self.g = 0.0
         self.t = 0.0
         self.active_conns = 0
@@ -82,9 +94,13 @@ class PSLink:
         return sum(len(c.flows) for c in self._conns.values())
 
     def _advance(self, now: float) -> None:
-        if self.active_conns:
+        k = self.active_conns
+        if k:
             dt = now - self.t
-            self.g += dt * self.capacity / self.active_conns
+            if self.capacity / k < self.max_rate:
+                self.g += dt * self.capacity / k
+            else:
+                self.g += dt * self.max_rate
             self.busy_s += dt
         self.t = now
 
@@ -145,7 +161,10 @@ class PSLink:
         top = self._top()
         if top is None:
             return None
-        return self.t + max(0.0, top[0] - self.g) * self.active_conns / self.capacity
+        gap = max(0.0, top[0] - self.g)
+        if self.capacity / self.active_conns < self.max_rate:
+            return self.t + gap * self.active_conns / self.capacity
+        return self.t + gap / self.max_rate
 
     def pop_next(self, now: float) -> tuple[Any, Any, float | None]:
         """Pop the departing flow at ``now``; return (payload, connection, next departure).
@@ -157,7 +176,10 @@ class PSLink:
         k = self.active_conns
         if k:
             dt = now - self.t
-            self.g += dt * self.capacity / k
+            if self.capacity / k < self.max_rate:
+                self.g += dt * self.capacity / k
+            else:
+                self.g += dt * self.max_rate
             self.busy_s += dt
         self.t = now
         h = self._heap
@@ -182,7 +204,10 @@ class PSLink:
         if not h:
             return payload, key, None
         gap = h[0][0] - self.g
-        return payload, key, now + (gap if gap > 0.0 else 0.0) * k / self.capacity
+        gap = gap if gap > 0.0 else 0.0
+        if self.capacity / k < self.max_rate:
+            return payload, key, now + gap * k / self.capacity
+        return payload, key, now + gap / self.max_rate
 
     def pop(self, now: float) -> Any:
         """Remove and return the payload of the next flow to leave (at time ``now``)."""

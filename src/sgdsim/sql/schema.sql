@@ -125,7 +125,7 @@ CREATE TABLE predictions (
     sim_steps_per_s  DOUBLE,            -- simulated steps/s before the CPU bound
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
-    compute_slowdown DOUBLE             -- factor on compute from network CPU on the node (1 = none)
+    compute_slots    DOUBLE             -- co-located workers computing at full speed at once (NULL: cores not shared)
 );
 
 -- One row per measured validation run: real asynchronous TensorFlow training,
@@ -145,13 +145,15 @@ CREATE TABLE measurements (
     warmup_steps     INTEGER,           -- steps each worker ran before the window could start
     min_steps        INTEGER,           -- steps each worker ran after warm-up, at least
     mtu              INTEGER,           -- MTU of the emulated links, bytes
+    episodes         INTEGER,           -- episodes of the run, each from its start offsets
     status           VARCHAR NOT NULL,  -- ok | skipped
     reason           VARCHAR NOT NULL,  -- why skipped, or why run on loopback ('' otherwise)
     loopback         BOOLEAN NOT NULL,  -- run unshaped on 127.0.0.1 (no root)
     steps_per_s      DOUBLE,            -- steps/s of all workers together (NULL when skipped)
     samples_per_s    DOUBLE,            -- steps_per_s * batch_size
-    steps_per_s_windows DOUBLE[],       -- steps_per_s over equal consecutive sub-windows
-    steps_per_s_std  DOUBLE,            -- standard deviation over those sub-windows
+    steps_per_s_windows DOUBLE[],       -- steps_per_s of each episode (one episode: of equal consecutive sub-windows)
+    steps_per_s_std  DOUBLE,            -- standard deviation over those episodes (sub-windows)
+    start_offsets_s  DOUBLE[][],        -- per episode, each worker's start offset, s
     per_worker_steps_per_s DOUBLE[],    -- each worker's steps/s
     window_s         DOUBLE,            -- seconds of the common window measured
     step_end_times   DOUBLE[][],        -- per worker, every step end, s since the window started
@@ -192,8 +194,9 @@ CREATE TABLE testbed_predictions (
     sim_steps_per_s  DOUBLE,            -- simulated steps/s before the CPU bound
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
-    compute_slowdown DOUBLE,            -- factor on compute from the testbed network's CPU (1 = none)
-    network_cpu_s_per_byte DOUBLE       -- kernel CPU s per byte the testbed adds to loopback (calibrated)
+    compute_slots    DOUBLE,            -- workers computing at full speed at once on the node's cores left by the PS, RPC and network work
+    network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
+    start_offsets_s  DOUBLE[][]         -- the measured episodes' start offsets, simulated one run each
 );
 
 CREATE TABLE runs (

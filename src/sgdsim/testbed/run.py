@@ -10,20 +10,23 @@ worker is training, after a warm-up.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sgdsim.errors import SgdsimError
+from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
@@ -62,6 +65,9 @@ class MeasurementResult:
             None if ``/proc/stat`` could not be read.
         background_busy: share of this machine's CPU busy in the second before
             the run started (other load; see :func:`background_busy`).
+        start_offsets_s: (E, N) each episode's start offsets, seconds; empty
+            without episodes (then ``steps_per_s_windows`` are sub-windows of
+            one window, else one rate per episode).
     """
 
     workers: int
@@ -78,6 +84,7 @@ class MeasurementResult:
     cpu_busy: float | None = None
     cpu_steal: float | None = None
     background_busy: float | None = None
+    start_offsets_s: tuple[tuple[float, ...], ...] = ()
 
     @property
     def drops(self) -> int:
@@ -209,13 +216,15 @@ def summarize(
     warmup_s: float,
     sub_windows: int = 4,
     warmup_steps: int = 1,
+    start: float | None = None,
 ) -> tuple[float, tuple[float, ...], float, tuple[float, ...]]:
     """Rates over the common window of the workers' step end times (epoch seconds).
 
     A worker is warm when its ``warmup_steps``-th step ended (its first step
     end with ``warmup_steps`` = 0 or 1). The window starts ``warmup_s`` seconds
-    after the last worker is warm and stops when the first worker's last step
-    ended. A worker's rate is the number of its steps that ended inside the
+    after the last worker is warm (or at ``start``, when given: the workers
+    started their timed steps together) and stops when the first worker's last
+    step ended. A worker's rate is the number of its steps that ended inside the
     window after its first one there, divided by the time between its first and
     last step end there (whole steps only, so a window that cuts a slow step
     does not bias the rate by up to one step); a worker with fewer than two
@@ -232,7 +241,8 @@ def summarize(
     """
     if not step_end_times or any(len(t) == 0 for t in step_end_times):
         raise MeasurementError("a worker finished without completing a single step")
-    start = window_start(step_end_times, warmup_s, warmup_steps)
+    if start is None:
+        start = window_start(step_end_times, warmup_s, warmup_steps)
     end = min(t[-1] for t in step_end_times)
     window = end - start
     if window <= 0:
@@ -270,45 +280,74 @@ def run_async_measurement(
     min_steps: int = 4,
     max_step_s: float = 30.0,
     mtu: int = DEFAULT_MTU,
+    start_offsets_s: Sequence[Sequence[float]] | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers and measure steps/s.
 
     Each worker runs ``warmup_steps`` steps, then trains ``warmup_s +
     duration_s`` seconds plus a short allowance for staggered starts, and at
     least ``min_steps`` steps; the rates are counted over the window, after
-    warm-up, in which every worker trained (see :func:`summarize`). The whole
-    run is bounded by ``startup_s + warmup_s + duration_s`` seconds plus
-    ``max_step_s`` per warm-up and minimum step. The PS and the
-    workers are stopped, and the testbed removed, on success, error, timeout and
-    Ctrl-C.
+    warm-up, in which every worker trained (see :func:`summarize`).
+
+    With ``start_offsets_s`` the run has one *episode* per row: the workers
+    wait until all of them finished the previous one (or their warm-up), then
+    each starts at its offset from a common start, and trains ``warmup_s +
+    duration_s`` plus the largest offset, and at least ``min_steps`` steps.
+    Each episode's rate is counted from ``warmup_s`` after its last offset
+    (:func:`summarize`); the result is their mean, and
+    ``steps_per_s_windows`` holds one rate per episode. Asynchronous workers
+    keep much of the relative phase they start with, and throughput depends on
+    it (two workers that pull while the other pushes outrun two that pull
+    together), so episodes from seeded random offsets measure the mean over
+    phases that the simulator predicts, from the same offsets.
+
+    The whole run is bounded by ``startup_s`` plus, per episode, its training
+    time and ``max_step_s`` per minimum step, plus ``max_step_s`` per warm-up
+    step. The PS and the workers are stopped, and the testbed removed, on
+    success, error, timeout and Ctrl-C.
 
     Args:
         spec: model, batch_size, image_size, classes, optimizer, thread counts and seed.
         workers: number of worker processes N (>= 1).
         bandwidth_bps: each host NIC's rate per direction in bit/s; None = unshaped.
         latency_s: one-way host-to-host delay in seconds (netem); 0 = none.
-        duration_s: seconds of measurement after warm-up.
-        warmup_s: seconds skipped after the last worker's warm-up steps.
+        duration_s: seconds of measurement after warm-up (per episode).
+        warmup_s: seconds skipped after the last worker's warm-up steps, or
+            after an episode's last offset.
         loopback: run every process on 127.0.0.1 without namespaces (no root needed);
             no shaping, so the result records ``bandwidth_bps=None, latency_s=0``.
         startup_s: seconds allowed for process start, graph building and init.
-        sub_windows: number of equal sub-windows in ``steps_per_s_windows``.
+        sub_windows: number of equal sub-windows in ``steps_per_s_windows``
+            (without ``start_offsets_s``).
         warmup_steps: steps each worker runs before the window may start
             (TensorFlow's first steps in a process run slower).
-        min_steps: steps each worker runs after warm-up, at least, however
-            long they take (a window of few multi-second steps is noisy).
+        min_steps: steps each worker runs after warm-up (per episode), at
+            least, however long they take (a window of few multi-second steps
+            is noisy).
         max_step_s: seconds a step may take, for the deadline.
         mtu: MTU of the testbed's links in bytes (see :class:`~sgdsim.testbed.netns.Testbed`).
+        start_offsets_s: (E, N) seconds after each episode's common start at
+            which each worker begins it; None: one episode, each worker going
+            on from its warm-up at once (they start as their processes come up).
 
     Raises:
         MeasurementError: a process failed (names it), the run exceeded its deadline,
             or no common window remained.
         TestbedUnavailable: not loopback and the testbed cannot run here.
         ValueError: workers < 1, duration_s <= 0, warmup_s < 0, sub_windows < 1,
-            warmup_steps < 0 or min_steps < 0.
+            warmup_steps < 0, min_steps < 0, or start_offsets_s not (E >= 1, N)
+            values >= 0.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    offsets = None if start_offsets_s is None else [list(map(float, e)) for e in start_offsets_s]
+    if offsets is not None and (
+        not offsets or any(len(e) != workers or min(e) < 0 for e in offsets)
+    ):
+        raise ValueError(
+            f"start_offsets_s needs one row of {workers} values >= 0 per episode, "
+            f"got {start_offsets_s}"
+        )
     bad_steps = min(warmup_steps, min_steps) < 0
     if not duration_s > 0 or not warmup_s >= 0 or sub_windows < 1 or bad_steps:
         raise ValueError(
@@ -319,9 +358,13 @@ def run_async_measurement(
     if loopback and (bandwidth_bps is not None or latency_s > 0):
         log("loopback mode: bandwidth and latency are not emulated (recorded as unshaped)")
         bandwidth_bps, latency_s = None, 0.0
-    skew_s = 2.0 + 0.05 * duration_s  # allowance for workers that start a little later
+    episodes = 1 if offsets is None else len(offsets)
+    # allowance for workers that start a little later, or the offsets they start at
+    skew_s = 2.0 + 0.05 * duration_s if offsets is None else max(max(e) for e in offsets)
     train_s = warmup_s + duration_s + skew_s
-    limit_s = startup_s + train_s + max_step_s * (warmup_steps + min_steps)
+    limit_s = (
+        startup_s + episodes * (train_s + max_step_s * (min_steps + 1)) + max_step_s * warmup_steps
+    )
     env = _child_env()
     testbed: Testbed | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -345,8 +388,8 @@ def run_async_measurement(
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
-            f"worker(s) on {where}; {warmup_s:g} s warm-up + {duration_s:g} s, "
-            f"deadline {limit_s:g} s"
+            f"worker(s) on {where}; {episodes} episode(s) of {warmup_s:g} s warm-up + "
+            f"{duration_s:g} s, deadline {limit_s:g} s"
         )
 
         def launch(host: str, argv: list[str]) -> subprocess.Popen[bytes]:
@@ -360,7 +403,13 @@ def run_async_measurement(
                 ps_argv(cluster, spec.intra_op_threads, spec.inter_op_threads, limit_s + 30),
             )
             outs = {f"w{k}": Path(tmp) / f"w{k}.json" for k in range(workers)}
+            go = Path(tmp) / "go"
             for k in range(workers):
+                barrier = (
+                    []
+                    if offsets is None
+                    else ["--ready", f"{outs[f'w{k}']}.ready", "--go", str(go)]
+                )
                 procs[f"w{k}"] = launch(
                     f"w{k}",
                     [
@@ -383,21 +432,54 @@ def run_async_measurement(
                         str(min_steps),
                         "--lifetime",
                         f"{limit_s + 30:.0f}",
+                        "--episodes",
+                        str(episodes),
+                        *barrier,
                     ],
                 )
             log(f"started {', '.join(procs)}")
+            deadline = time.monotonic() + limit_s
+            starts: list[float] = []  # each episode's common start (with offsets)
             with CpuSampler() as cpu:
-                _wait(procs, workers, limit_s)
-            times = []
+                for ep, row in enumerate(offsets or []):
+                    readies = [Path(f"{outs[f'w{k}']}.ready.{ep}") for k in range(workers)]
+                    _wait(
+                        procs,
+                        workers,
+                        deadline,
+                        until=functools.partial(_all_exist, readies),
+                    )
+                    starts.append(time.time() + 0.2)
+                    with atomic_path(Path(f"{go}.{ep}")) as tmp_go:
+                        tmp_go.write_text(json.dumps({"start": starts[-1], "offsets_s": row}))
+                    log(
+                        f"episode {ep + 1}/{episodes}: every worker is ready; they start at "
+                        + ", ".join(f"{x:.3f}" for x in row)
+                        + " s"
+                    )
+                _wait(procs, workers, deadline)
+            results = []
             for k in range(workers):
                 try:
-                    data = json.loads(outs[f"w{k}"].read_text())
+                    results.append(json.loads(outs[f"w{k}"].read_text()))
                 except (OSError, ValueError) as e:
                     raise MeasurementError(f"worker w{k} wrote no valid result: {e}") from e
-                times.append(sorted(float(x) for x in data["step_end_times"]))
-        total, per, window, sub = summarize(times, warmup_s, sub_windows, warmup_steps)
-        t0 = window_start(times, warmup_s, warmup_steps)
-        shares = cpu.fractions(t0, t0 + window)
+        times = [sorted(float(x) for x in d["step_end_times"]) for d in results]
+        if offsets is None:
+            t0 = window_start(times, warmup_s, warmup_steps)
+            total, per, window, sub = summarize(times, warmup_s, sub_windows, warmup_steps)
+            shares = cpu.fractions(t0, t0 + window)
+        else:
+            rates = []
+            for ep, row in enumerate(offsets):
+                ends = [sorted(float(x) for x in d["episodes"][ep]) for d in results]
+                rates.append(summarize(ends, 0.0, 1, 0, starts[ep] + max(row) + warmup_s))
+            t0 = starts[0] + max(offsets[0]) + warmup_s
+            total = statistics.fmean(r[0] for r in rates)
+            per = tuple(statistics.fmean(r[1][k] for r in rates) for k in range(workers))
+            window = sum(r[2] for r in rates)
+            sub = tuple(r[0] for r in rates)
+            shares = cpu.fractions(t0, starts[-1] + max(offsets[-1]) + warmup_s + rates[-1][2])
         qdisc = testbed.qdisc_stats() if testbed is not None else {}
     finally:
         for p in procs.values():
@@ -419,22 +501,33 @@ def run_async_measurement(
         background_busy=background,
         cpu_busy=None if shares is None else shares[0],
         cpu_steal=None if shares is None else shares[1],
+        start_offsets_s=tuple(tuple(e) for e in offsets or ()),
     )
     cpu_text = "not sampled" if shares is None else f"busy {shares[0]:.0%}, stolen {shares[1]:.0%}"
+    what = "episodes" if offsets is not None else "sub-windows"
     log(
         f"{workers} worker(s): {total:.3f} steps/s over {window:.1f} s "
         f"(per worker {', '.join(f'{r:.3f}' for r in per)}; "
-        f"sub-windows {', '.join(f'{r:.3f}' for r in sub)}); "
+        f"{what} {', '.join(f'{r:.3f}' for r in sub)}); "
         f"{result.drops} packets dropped by the shapers; CPU {cpu_text}"
     )
     return result
 
 
-def _wait(procs: dict[str, subprocess.Popen[bytes]], workers: int, limit_s: float) -> None:
-    """Wait until every worker exited 0; raise at the first failure or at the deadline."""
-    deadline = time.monotonic() + limit_s
+def _all_exist(paths: Sequence[Path]) -> bool:
+    return all(p.exists() for p in paths)
+
+
+def _wait(
+    procs: dict[str, subprocess.Popen[bytes]],
+    workers: int,
+    deadline: float,
+    until: Callable[[], bool] | None = None,
+) -> None:
+    """Wait until every worker exited 0 (or ``until()`` holds); raise at the first
+    failure or at ``deadline`` (``time.monotonic()`` seconds)."""
     done: set[str] = set()
-    while len(done) < workers:
+    while len(done) < workers and not (until is not None and until()):
         for name, p in procs.items():
             rc = p.poll()
             if rc is None or name in done:
@@ -453,7 +546,7 @@ def _wait(procs: dict[str, subprocess.Popen[bytes]], workers: int, limit_s: floa
             log(f"{name} finished")
         if time.monotonic() > deadline:
             raise MeasurementError(
-                f"measurement exceeded its deadline of {limit_s:g} s; still running: "
+                "measurement exceeded its deadline; still running: "
                 f"{', '.join(n for n, p in procs.items() if p.poll() is None)}"
             )
         time.sleep(0.2)

@@ -12,7 +12,17 @@ seconds have passed since the last of them ended and at least ``--min-steps``
 more steps ended, and writes ``--out`` atomically as JSON::
 
     {"task": k, "host": ..., "start_time": epoch s, "init_wait_s": s,
-     "step_end_times": [epoch s of the end of every step (time.time())]}
+     "step_end_times": [epoch s of the end of every step (time.time())],
+     "episodes": [[epoch s of the step ends of each episode], ...],
+     "episode_starts": [epoch s at which this worker started each episode]}
+
+With ``--ready`` and ``--go`` the workers run ``--episodes`` episodes, each
+started together from chosen offsets: before episode ``e`` a worker writes
+the file ``{ready}.{e}`` and waits, idle, until the parent writes
+``{go}.{e}`` (``{"start": epoch s, "offsets_s": [one per task]}``); it then
+sleeps until ``start + offsets_s[task]`` and trains ``--duration`` seconds
+and at least ``--min-steps`` steps from there. Without them there is one
+episode, which starts right after the warm-up steps.
 
 It then leaves with ``os._exit(0)`` (an in-process gRPC server cannot be stopped
 cleanly); exit code 1 on any error, 3 when ``--lifetime`` seconds ran out.
@@ -49,6 +59,10 @@ def run_worker(
     init_wait_s: float = INIT_WAIT_S,
     warmup_steps: int = 0,
     min_steps: int = 0,
+    ready: Path | None = None,
+    go: Path | None = None,
+    go_wait_s: float = INIT_WAIT_S,
+    episodes: int = 1,
 ) -> int:
     """Train ``spec`` asynchronously as ``/job:worker/task:{task}``.
 
@@ -57,6 +71,12 @@ def run_worker(
     steps ended (TensorFlow's first steps in a process are slower: allocator
     growth, first-run kernels, TCP windows).
 
+    With ``ready`` and ``go`` (both or neither): before each of ``episodes``
+    episodes ``e``, write ``{ready}.{e}`` and wait until ``{go}.{e}`` exists
+    (``{"start": epoch s, "offsets_s": [...]}``), then start the episode's
+    steps at ``start + offsets_s[task]``; each episode lasts ``duration_s``
+    and at least ``min_steps`` steps.
+
     Writes the step end times (epoch seconds) to ``out`` as JSON, atomically.
 
     Returns:
@@ -64,7 +84,8 @@ def run_worker(
 
     Raises:
         TimeoutError: a non-chief waited more than ``init_wait_s`` seconds for the
-            chief to initialize the variables.
+            chief to initialize the variables, or ``go`` did not appear within
+            ``go_wait_s`` seconds of ``ready``.
         ValueError: unknown model or optimizer (from :mod:`sgdsim.models`).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -110,26 +131,59 @@ def run_worker(
         )
         ends: list[float] = []
         start = time.time()
-        now = start
-        while True:
+        for _ in range(warmup_steps):
             sess.run(train_op)
-            now = time.time()
-            ends.append(now)
-            if len(ends) >= warmup_steps + min_steps:
-                warm = ends[warmup_steps - 1] if warmup_steps else start
-                if now - warm >= duration_s:
+            ends.append(time.time())
+        barrier = ready is not None and go is not None
+        episode_ends: list[list[float]] = []
+        episode_starts: list[float] = []
+        for e in range(episodes if barrier else 1):
+            if ready is not None and go is not None:
+                t0 = _wait_for_go(Path(f"{ready}.{e}"), Path(f"{go}.{e}"), task, go_wait_s)
+            else:
+                t0 = ends[-1] if ends else start
+            episode_starts.append(t0)
+            mine: list[float] = []
+            while True:
+                sess.run(train_op)
+                mine.append(time.time())
+                if len(mine) >= min_steps and mine[-1] - t0 >= duration_s:
                     break
+            episode_ends.append(mine)
+            ends.extend(mine)
+        now = ends[-1]
     result = {
         "task": task,
         "host": platform.node(),
         "start_time": start,
         "init_wait_s": init_wait,
         "step_end_times": ends,
+        "episodes": episode_ends,
+        "episode_starts": episode_starts,
     }
     with atomic_path(out) as tmp:
         tmp.write_text(json.dumps(result))
     log(f"task {task}: {len(ends)} steps in {now - start:.2f} s")
     return len(ends)
+
+
+def _wait_for_go(ready: Path, go: Path, task: int, wait_s: float) -> float:
+    """Write ``ready``, wait for ``go``, sleep until this task's start; return it (epoch s).
+
+    Raises:
+        TimeoutError: ``go`` did not appear within ``wait_s`` seconds.
+    """
+    with atomic_path(ready) as tmp:
+        tmp.write_text("ready\n")
+    t0 = time.monotonic()
+    while not go.exists():
+        if time.monotonic() - t0 > wait_s:
+            raise TimeoutError(f"worker {task}: no start signal within {wait_s:g} s of warm-up")
+        time.sleep(0.01)
+    plan = json.loads(go.read_text())
+    at = float(plan["start"]) + float(plan["offsets_s"][task])
+    time.sleep(max(0.0, at - time.time()))
+    return at
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--lifetime", type=float, default=None, help="hard limit in seconds (duration + 600)"
     )
+    p.add_argument("--ready", type=Path, default=None, help="file written after warm-up")
+    p.add_argument("--go", type=Path, default=None, help="start file to wait for after warm-up")
+    p.add_argument("--episodes", type=int, default=1, help="episodes (with --ready and --go)")
     a = p.parse_args(argv)
     lifetime = a.lifetime if a.lifetime is not None else a.duration + 600.0
     timer = threading.Timer(lifetime, lambda: os._exit(3))
@@ -158,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             a.out,
             warmup_steps=a.warmup_steps,
             min_steps=a.min_steps,
+            ready=a.ready,
+            go=a.go,
+            episodes=a.episodes,
         )
     except Exception as e:  # reported by the parent with the log
         log(f"task {a.task}: error: {type(e).__name__}: {e}")
