@@ -186,8 +186,12 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                 ],
             ),
             "",
-            "CPU busy / stolen: share of this machine's CPU time that was busy, and that the "
-            "hypervisor took for other tenants, over the measured window (`/proc/stat`).",
+            "Runs with N > 1 are measured in episodes, each starting the workers at seeded "
+            "random offsets (`validation.episodes`); measured steps/s is their mean and ± their "
+            "standard deviation (one episode: over sub-windows), and the prediction simulates "
+            "the same offsets. CPU busy / stolen: share of this machine's CPU time that was "
+            "busy, and that the hypervisor took for other tenants, over the measured window "
+            "(`/proc/stat`).",
         ]
         if any(r[10] for r in points):
             text += ["", "Points marked loopback ran unshaped on 127.0.0.1 (no root)."]
