@@ -90,7 +90,7 @@ def policy_figure(df: pl.DataFrame, model: str, network: str) -> go.Figure:
 
 def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
     """Measured and predicted steps/s against workers for one model: per network and
-    policy, the measurements as markers with their sub-window standard deviation
+    policy, the measurements as markers with their standard deviation over episodes
     and the prediction as a dashed line of the same colour.
 
     Args:

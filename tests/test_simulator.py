@@ -615,3 +615,39 @@ def test_replications_from_given_offsets_are_runs_from_those_offsets():
     assert len(set(runs)) > 1  # the phase matters
     with pytest.raises(ValueError, match="at least one row"):
         simulate_async_replicated(w, net, 2, 12, 2, start_offsets_s=[])
+
+
+def test_round_robin_link_by_hand():
+    from sgdsim.simulation.link import RoundRobinLink
+
+    # two 250 KB flows at 12.5 MB/s (20 ms each alone), joined together
+    for quantum, ends in ((1e9, [0.02, 0.04]), (1e5, [0.036, 0.04])):
+        link = RoundRobinLink(12.5e6, quantum)
+        link.add(0.0, 2.5e5, "a", conn=0)
+        link.add(0.0, 2.5e5, "b", conn=1)
+        got = []
+        t = link.next_departure()
+        while t is not None:
+            payload, _, t_next = link.pop_next(t)
+            got.append((payload, t))
+            t = t_next
+        # FIFO between connections with a huge quantum; with 100 KB turns a sends
+        # 0-8, 16-24 and 32-36 ms (250 KB), b the turns between and ends at 40 ms
+        assert [p for p, _ in got] == ["a", "b"]
+        assert [x for _, x in got] == pytest.approx(ends)
+        assert link.bytes_done == 5e5 and link.busy_s == pytest.approx(0.04)
+
+
+def test_short_term_unfairness_lets_two_workers_alternate():
+    # one 250 KB pull and push per step, 1 ms compute; two workers started together.
+    # Processor sharing keeps them in lock step (both pull, then both push: 81 ms a
+    # step); with turns longer than a transfer the second waits for the first, then
+    # each pulls while the other pushes: 41 ms a step after the first.
+    w = workload([0.001], [2.5e5], [0], [2.5e5], [0], [0.0])
+    net = Network(12.5e6, 0.0)
+    log: list[list[float]] = []
+    simulate_async(w, net, 2, 3, 0, start_offsets_s=[0, 0], step_log=log)
+    assert log == [pytest.approx([0.081, 0.162, 0.243])] * 2
+    log.clear()
+    simulate_async(w, net, 2, 3, 0, start_offsets_s=[0, 0], step_log=log, link_quantum_bytes=1e9)
+    assert log == [pytest.approx([0.041, 0.082, 0.123]), pytest.approx([0.061, 0.102, 0.143])]

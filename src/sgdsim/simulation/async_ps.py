@@ -178,6 +178,7 @@ def simulate_async(
     pull_gap_s: float = 0.0,
     pull_gap_cpu: bool = False,
     compute_slots: float = 1.0,
+    link_quantum_bytes: float = 0.0,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
@@ -243,6 +244,11 @@ def simulate_async(
             cores one worker's compute keeps busy (> 0; 1 = a worker's compute
             takes the whole node). Only matters with ``workers_per_node`` > 1
             or ``pull_gap_cpu``.
+        link_quantum_bytes: with one PS, the PS NIC serves the workers'
+            connections in turns of this many bytes
+            (:class:`~sgdsim.simulation.link.RoundRobinLink`: how TCP flows
+            share a bottleneck over tens of milliseconds) instead of
+            processor sharing (0).
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
@@ -272,6 +278,8 @@ def simulate_async(
         raise ValueError(f"workers_per_node must be >= 1, got {workers_per_node}")
     if not compute_slots > 0:
         raise ValueError(f"compute_slots must be > 0, got {compute_slots}")
+    if not link_quantum_bytes >= 0:
+        raise ValueError(f"link_quantum_bytes must be >= 0, got {link_quantum_bytes}")
     if start_offsets_s is not None and len(start_offsets_s) != workers:
         raise ValueError(f"start_offsets_s needs {workers} values, got {len(start_offsets_s)}")
     if policy not in POLICIES:
@@ -285,7 +293,8 @@ def simulate_async(
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     wall0 = time.perf_counter()
-    if policy in _WHOLE_TENSOR_FIFO and workload.ps_tasks == 1 and not serial_gap:
+    fast = not serial_gap and not link_quantum_bytes
+    if policy in _WHOLE_TENSOR_FIFO and workload.ps_tasks == 1 and fast:
         raw = _run_fast(
             workload,
             network,
@@ -315,6 +324,7 @@ def simulate_async(
             workers_per_node,
             ps_discipline,
             compute_slots,
+            link_quantum_bytes,
         )
     step_ends, busy, now = raw.step_ends, raw.busy, raw.now
     overhead = workload.overhead_s
@@ -1251,6 +1261,7 @@ def simulate_async_replicated(
     pull_gap_cpu: bool = False,
     compute_slots: float = 1.0,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
+    link_quantum_bytes: float = 0.0,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -1297,6 +1308,7 @@ def simulate_async_replicated(
             pull_gap_cpu=pull_gap_cpu,
             compute_slots=compute_slots,
             start_offsets_s=row,
+            link_quantum_bytes=link_quantum_bytes,
         )
         for r, row in enumerate(rows)
     ]

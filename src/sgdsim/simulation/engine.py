@@ -31,7 +31,7 @@ import numpy as np
 
 from sgdsim.simulation import policies as pol
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
-from sgdsim.simulation.link import MaxMinLink, PSLink
+from sgdsim.simulation.link import MaxMinLink, PSLink, RoundRobinLink
 from sgdsim.simulation.workload import Network, Workload
 
 # event kinds; the number is also the tie-break priority at equal times (as in async_ps)
@@ -131,6 +131,7 @@ def run_general(
     workers_per_node: int,
     ps_discipline: str,
     compute_slots: float = 1.0,
+    link_quantum_bytes: float = 0.0,
 ) -> RawRun:
     """Simulate; arguments as :func:`sgdsim.simulation.async_ps.simulate_async` (checked there).
 
@@ -210,6 +211,8 @@ def run_general(
     if multi:
         # resources: shards 0..k-1, then worker nodes k..k+n_nodes-1
         links = [MaxMinLink(network.bandwidth_Bps, k + n_nodes) for _ in (_DOWN, _UP)]
+    elif link_quantum_bytes > 0:
+        links = [RoundRobinLink(network.bandwidth_Bps, link_quantum_bytes) for _ in (_DOWN, _UP)]
     else:
         links = [PSLink(network.bandwidth_Bps), PSLink(network.bandwidth_Bps)]
     if shared_cpu:
