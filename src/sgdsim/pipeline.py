@@ -285,6 +285,13 @@ def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
     return float(config["validation"].get("duration_s", 20))
 
 
+def _validation_mtu(config: dict[str, Any]) -> int:
+    """MTU of the testbed's links, bytes (``validation.mtu``)."""
+    from sgdsim.testbed.netns import DEFAULT_MTU
+
+    return int(config["validation"].get("mtu", DEFAULT_MTU))
+
+
 #: Name of the network a point measured on loopback (no root) is predicted for.
 LOOPBACK_FIT = "loopback (profile fit)"
 
@@ -301,7 +308,7 @@ def _testbed_network(config: dict[str, Any], net: dict[str, Any], tables_dir: st
     from sgdsim.simulation import Network
 
     network = Network.from_bits(
-        net["bandwidth_bps"] * tbf_payload_fraction(int(config["validation"].get("mtu", 9000))),
+        net["bandwidth_bps"] * tbf_payload_fraction(_validation_mtu(config)),
         float(net.get("latency_s", 0.0)),
         net["name"],
     )
@@ -385,7 +392,7 @@ def measure_stage(
         "warmup_s": float(val.get("warmup_s", 2)),
         "warmup_steps": int(val.get("warmup_steps", 3)),
         "min_steps": int(val.get("min_steps", 4)),
-        "mtu": int(val.get("mtu", 9000)),
+        "mtu": _validation_mtu(config),
     }
     why = check_available(need_netem=latency > 0)
     loopback = False
@@ -457,9 +464,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why, "network_cpu_s_per_byte": 0.0}
     else:
-        r = network_cpu_per_byte(
-            float(net["bandwidth_bps"]), mtu=int(config["validation"].get("mtu", 9000))
-        )
+        r = network_cpu_per_byte(float(net["bandwidth_bps"]), mtu=_validation_mtu(config))
         row |= {
             "status": "ok",
             "reason": "",

@@ -23,9 +23,6 @@ from sgdsim.simulation.workload import Workload
 
 #: Tensor bytes per byte of an Ethernet link rate (1448 / 1538): what a data sheet rate carries.
 ETHERNET_PAYLOAD_FRACTION = 1448 / 1538
-#: Tensor bytes per byte of a ``tc tbf`` rate, which counts frames with their
-#: 14-byte Ethernet header but no preamble or gap (1448 / 1514), at a 1500-byte MTU.
-TBF_PAYLOAD_FRACTION = 1448 / 1514
 
 
 def tbf_payload_fraction(mtu: int = 1500) -> float:

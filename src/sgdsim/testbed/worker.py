@@ -13,8 +13,7 @@ more steps ended, and writes ``--out`` atomically as JSON::
 
     {"task": k, "host": ..., "start_time": epoch s, "init_wait_s": s,
      "step_end_times": [epoch s of the end of every step (time.time())],
-     "episodes": [[epoch s of the step ends of each episode], ...],
-     "episode_starts": [epoch s at which this worker started each episode]}
+     "episodes": [[epoch s of the step ends of each episode], ...]}
 
 With ``--ready`` and ``--go`` the workers run ``--episodes`` episodes, each
 started together from chosen offsets: before episode ``e`` a worker writes
@@ -134,15 +133,12 @@ def run_worker(
         for _ in range(warmup_steps):
             sess.run(train_op)
             ends.append(time.time())
-        barrier = ready is not None and go is not None
         episode_ends: list[list[float]] = []
-        episode_starts: list[float] = []
-        for e in range(episodes if barrier else 1):
+        for e in range(episodes if ready is not None and go is not None else 1):
             if ready is not None and go is not None:
                 t0 = _wait_for_go(Path(f"{ready}.{e}"), Path(f"{go}.{e}"), task, go_wait_s)
             else:
                 t0 = ends[-1] if ends else start
-            episode_starts.append(t0)
             mine: list[float] = []
             while True:
                 sess.run(train_op)
@@ -159,7 +155,6 @@ def run_worker(
         "init_wait_s": init_wait,
         "step_end_times": ends,
         "episodes": episode_ends,
-        "episode_starts": episode_starts,
     }
     with atomic_path(out) as tmp:
         tmp.write_text(json.dumps(result))
