@@ -17,7 +17,7 @@ from test_zoo import one_pull_and_one_push_per_variable, pushes_map_to_their_own
 
 from sgdsim.errors import TraceError
 from sgdsim.simulation import Network, Workload, simulate_async
-from sgdsim.traces import load_run_metadata, normalize_profile, parse_step
+from sgdsim.traces import load_run_metadata, normalize_profile, parse_step, transfer_records
 
 
 def test_profile_holds_raw_traces_and_metadata(lenet_profile: Path):
@@ -46,6 +46,23 @@ def test_every_variable_is_pulled_and_pushed_once_per_step(lenet_profile: Path):
         "ResourceApply"
     ).sum() == len(trainable)
     assert (st.ops["dur_us"] >= 0).all() and (st.transfers["start_us"] >= 0).all()
+
+
+def test_transfer_records_spot_a_trace_that_lost_its_recvtensor_stats(lenet_profile_2ps: Path):
+    # TensorFlow sometimes returns a PS task's step stats without its RecvTensor
+    # records (CI lost one shard's five gradient pushes once); the profiler retakes
+    # such a step, which needs the check to see the loss in a real trace.
+    for trace in sorted(lenet_profile_2ps.glob("trace_*.pb")):
+        md = load_run_metadata(trace)
+        recorded, expected = transfer_records(md)
+        assert recorded == expected == parse_step(md, 0).transfers.height
+        shard1 = next(d for d in md.step_stats.dev_stats if "/job:ps/replica:0/task:1" in d.device)
+        kept = [ns for ns in shard1.node_stats if ns.node_name != "RecvTensor"]
+        lost = len(shard1.node_stats) - len(kept)
+        assert lost > 0  # gradient pushes into shard 1
+        del shard1.node_stats[:]
+        shard1.node_stats.extend(kept)
+        assert transfer_records(md) == (expected - lost, expected)
 
 
 def test_normalize_writes_tables_and_a_calibrated_workload(lenet_profile: Path, tmp_path: Path):

@@ -27,9 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from sgdsim.profiling.spec import ProfileSpec
+from sgdsim.traces.parse import transfer_records
 
 #: Session calls that fetch one small tensor from the PS, timed after the steps.
 RTT_PROBES = 30
+#: Tries per traced step until its RunMetadata holds every transfer (see transfer_records).
+TRACE_ATTEMPTS = 3
 
 
 def log(msg: str) -> None:
@@ -156,10 +159,25 @@ def run_worker(
         for traced_step in plan:
             if traced_step:
                 k = len(traced)
-                md = tf.compat.v1.RunMetadata()
-                t = time.perf_counter()
-                sess.run(train_op, options=opts, run_metadata=md)
-                traced.append(time.perf_counter() - t)
+                for attempt in range(1, TRACE_ATTEMPTS + 1):
+                    md = tf.compat.v1.RunMetadata()
+                    t = time.perf_counter()
+                    sess.run(train_op, options=opts, run_metadata=md)
+                    dt = time.perf_counter() - t
+                    recorded, expected = transfer_records(md)
+                    if recorded == expected:
+                        break
+                    log(
+                        f"traced step {k + 1}: {recorded} of {expected} RecvTensor records "
+                        f"came back (attempt {attempt}/{TRACE_ATTEMPTS}); tracing it again"
+                    )
+                else:
+                    raise SystemExit(
+                        f"[profile] traced step {k + 1}: TensorFlow returned incomplete step "
+                        f"stats {TRACE_ATTEMPTS} times ({recorded} of {expected} transfers "
+                        "recorded); re-run the profile stage"
+                    )
+                traced.append(dt)
                 (out / f"trace_{k}.pb").write_bytes(md.SerializeToString())
                 log(f"traced step {k + 1}/{spec.traced_steps}: {traced[-1]:.4f} s")
             else:

@@ -7,7 +7,7 @@ from sgdsim.traces.calibrate import (
     tracing_factor,
 )
 from sgdsim.traces.normalize import normalize_profile
-from sgdsim.traces.parse import load_run_metadata, parse_step
+from sgdsim.traces.parse import load_run_metadata, parse_step, transfer_records
 
 __all__ = [
     "build_workload",
@@ -17,4 +17,5 @@ __all__ = [
     "parse_step",
     "profile_network",
     "tracing_factor",
+    "transfer_records",
 ]

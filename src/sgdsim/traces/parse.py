@@ -89,6 +89,35 @@ def ps_task_of(device: str) -> int | None:
     return int(m.group("task")) if m else 0
 
 
+_TASK = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
+
+
+def transfer_records(md: Any) -> tuple[int, int]:
+    """(recorded, expected) counts of the transfers between tasks in one RunMetadata.
+
+    ``expected`` counts the ``_Recv``/``_HostRecv`` nodes of the partition graphs
+    whose ``send_device`` is in another task (process) than their ``recv_device``;
+    each such receive is one gRPC ``RecvTensor`` call, which TensorFlow logs as a
+    ``RecvTensor`` node stat on the receiving side. ``recorded`` counts those
+    node stats. On a complete trace the two are equal; TensorFlow 2.21 now and
+    then returns a remote task's step stats without its ``RecvTensor`` records
+    (seen once in CI with two PS tasks: the five gradient pushes to one shard
+    were missing), so the profiler compares the two and traces the step again.
+    """
+    expected = 0
+    for g in md.partition_graphs:
+        for nd in g.node:
+            if nd.op in ("_Recv", "_HostRecv"):
+                snd = _TASK.match(nd.attr["send_device"].s.decode())
+                rcv = _TASK.match(nd.attr["recv_device"].s.decode())
+                if snd and rcv and snd.group(0) != rcv.group(0):
+                    expected += 1
+    recorded = sum(
+        1 for d in md.step_stats.dev_stats for ns in d.node_stats if ns.node_name == "RecvTensor"
+    )
+    return recorded, expected
+
+
 def load_run_metadata(path: str | os.PathLike[str]) -> Any:
     """Read one serialized ``tensorflow.RunMetadata`` protobuf.
 
