@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -18,6 +20,7 @@ import time
 import pytest
 
 from sgdsim.profiling import ProfileSpec
+from sgdsim.simulation.bounds import tbf_payload_fraction
 from sgdsim.testbed import (
     MeasurementError,
     Testbed,
@@ -25,7 +28,7 @@ from sgdsim.testbed import (
     check_available,
     run_async_measurement,
 )
-from sgdsim.testbed.netns import PREFIX
+from sgdsim.testbed.netns import DEFAULT_MTU, PREFIX
 
 REASON = check_available()
 
@@ -200,6 +203,101 @@ def test_shaping_limits_tcp_throughput(testbed_ok):
     print(f"shaped {shaped / 1e6:.2f} Mbit/s, unshaped {unshaped / 1e6:.0f} Mbit/s")
     assert 0.75 * rate < shaped < 1.25 * rate
     assert unshaped > 3 * shaped
+
+
+RACE_SERVER = r"""
+import json, socket, sys, time
+size, reps = int(sys.argv[1]), int(sys.argv[2])
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("0.0.0.0", 5202)); ls.listen(2); ls.settimeout(20)
+conns = [ls.accept()[0] for _ in range(2)]
+buf, starts = memoryview(b"x" * size), []
+for _ in range(reps):
+    for c in conns:
+        c.setblocking(True); c.recv(1)
+    starts.append(time.time())
+    for c in conns:
+        c.setblocking(False)
+    sent = [0, 0]
+    while min(sent) < size:  # both at once, as a PS answers two workers' pulls
+        for i, c in enumerate(conns):
+            if sent[i] < size:
+                try:
+                    sent[i] += c.send(buf[sent[i]:])
+                except BlockingIOError:
+                    pass
+print(json.dumps(starts))
+"""
+
+RACE_CLIENT = r"""
+import json, socket, sys, time
+host, size, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for _ in range(200):
+    try:
+        c = socket.create_connection((host, 5202), timeout=20); break
+    except OSError:
+        time.sleep(0.05)
+ends = []
+for _ in range(reps):
+    time.sleep(0.1)
+    c.send(b"g"); got = 0
+    while got < size:
+        got += len(c.recv(1 << 20))
+    ends.append(time.time())
+print(json.dumps(ends))
+"""
+
+
+def race(queue: str, size: int, reps: int, rate: float) -> list[tuple[float, float]]:
+    """Seconds until each of two workers got ``size`` bytes the PS sent both at once."""
+    with Testbed(2, bandwidth_bps=rate, queue=queue) as tb:
+        argv = [sys.executable, "-c", RACE_SERVER, str(size), str(reps)]
+        server = subprocess.Popen(tb.exec_argv("ps", argv), stdout=subprocess.PIPE, text=True)
+        argv = [sys.executable, "-c", RACE_CLIENT, tb.address("ps"), str(size), str(reps)]
+        clients = [
+            subprocess.Popen(tb.exec_argv(w, argv), stdout=subprocess.PIPE, text=True)
+            for w in ("w0", "w1")
+        ]
+        try:
+            ends = [json.loads(c.communicate(timeout=60)[0]) for c in clients]
+            starts = json.loads(server.communicate(timeout=10)[0])
+        finally:
+            for p in (server, *clients):
+                p.kill()
+                p.wait()
+    return [(a - t, b - t) for t, a, b in zip(starts, *ends, strict=True)]
+
+
+def test_fair_queue_shares_the_nic_between_peers_at_the_rate(testbed_ok):
+    # 248 KB is one LeNet5 pull. The fair queue serves the two connections in
+    # turns of one frame, so both finish together, at twice one transfer's time;
+    # the fifo lets the connection that got ahead keep most of the rate.
+    rate, size = 100e6, 248_000
+    both = 2 * size / (rate / 8 * tbf_payload_fraction(DEFAULT_MTU))
+    fair = race("fair", size, 8, rate)[2:]  # the first transfers grow TCP's windows
+    fifo = race("fifo", size, 8, rate)[2:]
+    print("fair", [f"{a * 1e3:.1f}/{b * 1e3:.1f}" for a, b in fair])
+    print("fifo", [f"{a * 1e3:.1f}/{b * 1e3:.1f}" for a, b in fifo])
+    for a, b in fair:
+        assert min(a, b) > 0.75 * both and max(a, b) < 1.35 * both
+        assert abs(a - b) < 0.25 * both
+    spread = statistics.median(abs(a - b) for a, b in fifo) / both
+    assert spread > statistics.median(abs(a - b) for a, b in fair) / both
+
+
+def test_fair_queue_has_a_class_per_peer_and_one_for_small_packets(testbed_ok):
+    with Testbed(3, bandwidth_bps=50e6) as tb:
+        for ns, dev, peers in (
+            (tb.namespace("ps"), "eth0", 3),
+            (tb.bridge_namespace, "vw1", 3),
+            (tb.namespace("w2"), "eth0", 3),
+        ):
+            show = ["tc", "-n", ns, "class", "show", "dev", dev]  # no JSON for classes
+            out = subprocess.run(show, capture_output=True, text=True).stdout
+            htb = dict(re.findall(r"^class htb (20:\w+) .*?prio (\d+)", out, re.M))
+            assert {h for h in htb if len(h) == 6} == {f"20:{100 + i}" for i in range(peers)}
+            assert htb["20:10"] == "0" and htb["20:100"] == htb["20:11"] == "1"
+        assert set(tb.qdisc_stats()) == {f"{h}.{d}" for h in tb.hosts for d in ("in", "out")}
 
 
 # ----------------------------------------------------------------------------- training

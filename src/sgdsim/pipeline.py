@@ -292,6 +292,13 @@ def _validation_mtu(config: dict[str, Any]) -> int:
     return int(config["validation"].get("mtu", DEFAULT_MTU))
 
 
+def _validation_queue(config: dict[str, Any]) -> str:
+    """How the testbed's NICs queue, ``"fair"`` or ``"fifo"`` (``validation.queue``)."""
+    from sgdsim.testbed.netns import DEFAULT_QUEUE
+
+    return str(config["validation"].get("queue", DEFAULT_QUEUE))
+
+
 #: Name of the network a point measured on loopback (no root) is predicted for.
 LOOPBACK_FIT = "loopback (profile fit)"
 
@@ -393,6 +400,7 @@ def measure_stage(
         "warmup_steps": int(val.get("warmup_steps", 3)),
         "min_steps": int(val.get("min_steps", 4)),
         "mtu": _validation_mtu(config),
+        "queue": _validation_queue(config),
     }
     why = check_available(need_netem=latency > 0)
     loopback = False
@@ -420,6 +428,7 @@ def measure_stage(
         warmup_steps=row["warmup_steps"],
         min_steps=row["min_steps"],
         mtu=row["mtu"],
+        queue=row["queue"],
         start_offsets_s=offsets,
     )
     windows = list(r.steps_per_s_windows)
@@ -464,7 +473,11 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why, "network_cpu_s_per_byte": 0.0}
     else:
-        r = network_cpu_per_byte(float(net["bandwidth_bps"]), mtu=_validation_mtu(config))
+        r = network_cpu_per_byte(
+            float(net["bandwidth_bps"]),
+            mtu=_validation_mtu(config),
+            queue=_validation_queue(config),
+        )
         row |= {
             "status": "ok",
             "reason": "",

@@ -145,6 +145,7 @@ CREATE TABLE measurements (
     warmup_steps     INTEGER,           -- steps each worker ran before the window could start
     min_steps        INTEGER,           -- steps each worker ran after warm-up, at least
     mtu              INTEGER,           -- MTU of the emulated links, bytes
+    queue            VARCHAR,           -- how each emulated NIC queues: fair (per peer host) | fifo
     episodes         INTEGER,           -- episodes of the run, each from its start offsets
     status           VARCHAR NOT NULL,  -- ok | skipped
     reason           VARCHAR NOT NULL,  -- why skipped, or why run on loopback ('' otherwise)

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from sgdsim.profiling.procs import free_ports, spawn, stop
-from sgdsim.testbed.netns import DEFAULT_MTU, Testbed
+from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
 from sgdsim.testbed.run import cpu_ticks
 
 _PORT = 5201
@@ -138,12 +138,16 @@ def _transfer(size: int, testbed: Testbed | None, timeout_s: float) -> float:
 
 
 def network_cpu_per_byte(
-    bandwidth_bps: float, seconds: float = 3.0, mtu: int = DEFAULT_MTU
+    bandwidth_bps: float,
+    seconds: float = 3.0,
+    mtu: int = DEFAULT_MTU,
+    queue: str = DEFAULT_QUEUE,
 ) -> NetworkCpu:
     """Measure the testbed's CPU seconds per byte at ``bandwidth_bps`` against loopback's.
 
     Moves ``seconds`` × rate bytes each way at once between two hosts of a
-    one-worker testbed (links of MTU ``mtu`` bytes), then the same bytes over 127.0.0.1.
+    one-worker testbed (links of MTU ``mtu`` bytes, NIC queues ``queue``: see
+    :class:`~sgdsim.testbed.netns.Testbed`), then the same bytes over 127.0.0.1.
 
     Raises:
         TestbedUnavailable: the testbed cannot run here.
@@ -154,7 +158,7 @@ def network_cpu_per_byte(
         raise ValueError(f"need bandwidth_bps > 0 and seconds > 0, got {bandwidth_bps}, {seconds}")
     size = int(bandwidth_bps / 8 * seconds)
     timeout = 10 * seconds + 30
-    with Testbed(1, bandwidth_bps, mtu=mtu) as tb:
+    with Testbed(1, bandwidth_bps, mtu=mtu, queue=queue) as tb:
         shaped = _transfer(size, tb, timeout)
     loop = _transfer(size, None, timeout)
     moved = 2 * size

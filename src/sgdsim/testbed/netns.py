@@ -86,6 +86,8 @@ def _probe(ip: str, tc: str, need_netem: bool) -> str | None:
                     "dev",
                     "va",
                     "root",
+                    "handle",
+                    "1:",
                     "tbf",
                     "rate",
                     "10mbit",
@@ -93,6 +95,52 @@ def _probe(ip: str, tc: str, need_netem: bool) -> str | None:
                     "65536",
                     "limit",
                     "131072",
+                ],
+            ),
+        ]
+        steps += [
+            (
+                "the htb qdisc (kernel module sch_htb) inside tbf",
+                [
+                    tc,
+                    "-n",
+                    ns,
+                    "qdisc",
+                    "add",
+                    "dev",
+                    "va",
+                    "parent",
+                    "1:1",
+                    "handle",
+                    "20:",
+                    "htb",
+                ],
+            ),
+            (
+                "a u32 filter (kernel module cls_u32)",
+                [
+                    tc,
+                    "-n",
+                    ns,
+                    "filter",
+                    "add",
+                    "dev",
+                    "va",
+                    "parent",
+                    "20:",
+                    "protocol",
+                    "ip",
+                    "prio",
+                    "1",
+                    "u32",
+                    "match",
+                    "u16",
+                    "0",
+                    "0xfe00",
+                    "at",
+                    "2",
+                    "flowid",
+                    "20:1",
                 ],
             ),
         ]
@@ -116,8 +164,9 @@ def check_available(need_netem: bool = False) -> str | None:
     """Say why the testbed cannot run here, or None when it can.
 
     Checks root, the ``ip`` and ``tc`` tools, and that a namespace with a
-    bridge, a veth pair and a ``tbf`` qdisc (and ``netem`` when ``need_netem``)
-    can really be created; the probe namespace is removed again.
+    bridge, a veth pair, a ``tbf`` qdisc holding an ``htb`` with a ``u32``
+    filter (the fair queue) and ``netem`` when ``need_netem`` can really be
+    created; the probe namespace is removed again.
 
     Returns:
         A human-readable reason (with the fix) or None.
@@ -138,6 +187,9 @@ def check_available(need_netem: bool = False) -> str | None:
 
 #: Default MTU of the testbed's links, bytes: Ethernet jumbo frames (see :class:`Testbed`).
 DEFAULT_MTU = 9000
+#: How each shaped NIC queues what waits for the rate (:class:`Testbed` ``queue``).
+QUEUES = ("fair", "fifo")
+DEFAULT_QUEUE = "fair"
 
 
 def tbf_params(bandwidth_bps: float, mtu: int = DEFAULT_MTU) -> tuple[int, int]:
@@ -180,11 +232,21 @@ class Testbed:
             CPU per byte at MTU 1500, 7.6 at 9000, 0.7 unshaped. The prediction
             counts the frames' headers for the MTU
             (:func:`sgdsim.simulation.bounds.tbf_payload_fraction`).
+        queue: how each shaped NIC queues the packets waiting for the rate.
+            ``"fair"`` (default): one queue per peer host served by deficit round
+            robin, and packets under 512 bytes first — flow isolation and
+            sparse-flow priority as in fq_codel (Hoeiland-Joergensen et al., RFC
+            8290), Linux's default qdisc, which this kernel may lack; built from
+            tbf and HTB (:meth:`_shape_fair`). It is also what the simulator
+            assumes of a NIC: fair between connections
+            (:class:`sgdsim.simulation.link.PSLink`). ``"fifo"``: tbf's single
+            50 ms FIFO, where one connection's burst delays every other's
+            packets, ACKs of the reverse direction included.
 
     Raises:
         TestbedUnavailable: :func:`check_available` gave a reason.
         TestbedError: an ``ip``/``tc`` command failed (everything built is removed).
-        ValueError: workers < 1, bandwidth_bps <= 0 or latency_s < 0.
+        ValueError: workers < 1, bandwidth_bps <= 0, latency_s < 0 or an unknown queue.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -196,7 +258,10 @@ class Testbed:
         latency_s: float = 0.0,
         subnet: int | None = None,
         mtu: int = DEFAULT_MTU,
+        queue: str = DEFAULT_QUEUE,
     ) -> None:
+        if queue not in QUEUES:
+            raise ValueError(f"queue must be one of {', '.join(QUEUES)}, got {queue!r}")
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if bandwidth_bps is not None and not bandwidth_bps > 0:
@@ -215,6 +280,7 @@ class Testbed:
         self.bandwidth_bps = bandwidth_bps
         self.latency_s = latency_s
         self.mtu = mtu
+        self.queue = queue
         self.hosts: tuple[str, ...] = ("ps", *(f"w{k}" for k in range(workers)))
         existing = self._list_namespaces()
         while True:
@@ -256,13 +322,16 @@ class Testbed:
         self._cmd([self._ip, "-n", name, "link", "set", "lo", "up"])
 
     def _shape(self, ns: str, dev: str, delay_s: float) -> None:
-        """Root qdisc on ``dev`` in ``ns``: optional netem delay, then tbf at the rate."""
+        """Root qdisc on ``dev`` in ``ns``: optional netem delay, then tbf at the rate
+        (``queue="fair"``: with the HTB scheduler of :meth:`_shape_fair` inside)."""
         tc = [self._tc, "-n", ns, "qdisc", "add", "dev", dev]
         parent = ["root"]
         if delay_s > 0:
             self._cmd([*tc, "root", "handle", "1:", "netem", "delay", f"{delay_s * 1e6:.0f}us"])
             parent = ["parent", "1:1"]
-        if self.bandwidth_bps is not None:
+        if self.bandwidth_bps is not None and self.queue == "fair":
+            self._shape_fair(ns, dev, parent)
+        elif self.bandwidth_bps is not None:
             burst, limit = tbf_params(self.bandwidth_bps, self.mtu)
             self._cmd(
                 [
@@ -277,6 +346,91 @@ class Testbed:
                     str(burst),
                     "limit",
                     str(limit),
+                ]
+            )
+
+    def _shape_fair(self, ns: str, dev: str, parent: list[str]) -> None:
+        """tbf at the rate, holding an HTB that serves its packets fairly per peer host.
+
+        tbf keeps the rate exactly and cuts GSO packets into frames before they
+        reach its inner qdisc, so the HTB below schedules frames. Every HTB
+        class's rate is far above the link's, so HTB never limits anything: it
+        serves its classes by priority, then by deficit round robin (quantum =
+        one frame) among the classes of a priority. Classes: ``20:10``, priority
+        0, takes IPv4 packets shorter than 512 bytes (TCP ACKs, HTTP/2 window
+        updates and pings); ``20:1xx``, priority 1, one per peer host (by
+        destination on a host's eth0, by source on its bridge port); ``20:11``
+        the rest. Each class queues in its own bfifo of the tbf limit.
+        """
+        assert self.bandwidth_bps is not None
+        burst, limit = tbf_params(self.bandwidth_bps, self.mtu)
+        frame, rate = self.mtu + 14, self.bandwidth_bps
+        sending = ns != self.bridge_namespace  # a host's eth0, else its bridge port
+        host = ns[len(self.run_id) + 1 :] if sending else dev[1:]
+        peers = [h for h in self.hosts if h != host]
+        qdisc = [self._tc, "-n", ns, "qdisc", "add", "dev", dev]
+        klass = [self._tc, "-n", ns, "class", "add", "dev", dev]
+        filt = [self._tc, "-n", ns, "filter", "add", "dev", dev, "parent", "20:", "protocol", "ip"]
+        self._cmd(
+            [
+                *qdisc,
+                *parent,
+                "handle",
+                "10:",
+                "tbf",
+                "rate",
+                f"{rate:.0f}bit",
+                "burst",
+                str(burst),
+                "limit",
+                str(limit),
+            ]
+        )
+        self._cmd([*qdisc, "parent", "10:1", "handle", "20:", "htb", "default", "11"])
+        unlimited = f"{100 * rate:.0f}bit"
+        self._cmd([*klass, "parent", "20:", "classid", "20:1", "htb", "rate", unlimited])
+        classes = [("20:10", "0"), ("20:11", "1")]
+        classes += [(f"20:{100 + i}", "1") for i in range(len(peers))]
+        for cid, prio in classes:
+            self._cmd(
+                [
+                    *klass,
+                    "parent",
+                    "20:1",
+                    "classid",
+                    cid,
+                    "htb",
+                    "rate",
+                    unlimited,
+                    "burst",
+                    str(16 * frame),
+                    "cburst",
+                    str(16 * frame),
+                    "prio",
+                    prio,
+                    "quantum",
+                    str(frame),
+                ]
+            )
+            self._cmd([*qdisc, "parent", cid, "bfifo", "limit", str(limit)])
+        # IPv4 total length (bytes 2-3 of the header) < 512: the control class
+        self._cmd(
+            [*filt, "prio", "1", "u32", "match", "u16", "0", "0xfe00", "at", "2", "flowid", "20:10"]
+        )
+        for i, peer in enumerate(peers):
+            end = "dst" if sending else "src"
+            self._cmd(
+                [
+                    *filt,
+                    "prio",
+                    "2",
+                    "u32",
+                    "match",
+                    "ip",
+                    end,
+                    f"{self.address(peer)}/32",
+                    "flowid",
+                    f"20:{100 + i}",
                 ]
             )
 

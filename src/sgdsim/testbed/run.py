@@ -30,7 +30,7 @@ from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
-from sgdsim.testbed.netns import DEFAULT_MTU, Testbed
+from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
 
 #: TCP port of every task inside the testbed (each host has its own namespace).
 TESTBED_PORT = 2222
@@ -280,6 +280,7 @@ def run_async_measurement(
     min_steps: int = 4,
     max_step_s: float = 30.0,
     mtu: int = DEFAULT_MTU,
+    queue: str = DEFAULT_QUEUE,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers and measure steps/s.
@@ -326,6 +327,8 @@ def run_async_measurement(
             is noisy).
         max_step_s: seconds a step may take, for the deadline.
         mtu: MTU of the testbed's links in bytes (see :class:`~sgdsim.testbed.netns.Testbed`).
+        queue: how each shaped NIC queues, ``"fair"`` or ``"fifo"`` (see
+            :class:`~sgdsim.testbed.netns.Testbed`).
         start_offsets_s: (E, N) seconds after each episode's common start at
             which each worker begins it; None: one episode, each worker going
             on from its warm-up at once (they start as their processes come up).
@@ -381,10 +384,13 @@ def run_async_measurement(
             addr = {h: f"127.0.0.1:{p}" for h, p in zip(names, ports, strict=True)}
             where = "loopback 127.0.0.1"
         else:
-            testbed = Testbed(workers, bandwidth_bps, latency_s, mtu=mtu)
+            testbed = Testbed(workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue)
             addr = {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}
             rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
-            where = f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, MTU {mtu})"
+            where = (
+                f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, "
+                f"MTU {mtu}, {queue} queue)"
+            )
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
