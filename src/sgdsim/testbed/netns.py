@@ -72,83 +72,25 @@ def _probe(ip: str, tc: str, need_netem: bool) -> str | None:
     if r.returncode != 0:
         return f"`ip netns add` is not permitted here: {r.stderr.strip() or r.returncode}"
     try:
+        link, qdisc = [ip, "-n", ns, "link", "add"], [tc, "-n", ns, "qdisc", "add", "dev"]
+        tbf = ["tbf", "rate", "10mbit", "burst", "65536", "limit", "131072"]
+        filt = [tc, "-n", ns, "filter", "add", "dev", "va", "parent", "20:", "protocol", "ip"]
+        u32 = ["prio", "1", "u32", "match", "u16", "0", "0xfe00", "at", "2", "flowid", "20:1"]
         steps: list[tuple[str, list[str]]] = [
-            ("a bridge", [ip, "-n", ns, "link", "add", "br0", "type", "bridge"]),
-            ("a veth pair", [ip, "-n", ns, "link", "add", "va", "type", "veth", "peer", "vb"]),
-            (
-                "the tbf qdisc",
-                [
-                    tc,
-                    "-n",
-                    ns,
-                    "qdisc",
-                    "add",
-                    "dev",
-                    "va",
-                    "root",
-                    "handle",
-                    "1:",
-                    "tbf",
-                    "rate",
-                    "10mbit",
-                    "burst",
-                    "65536",
-                    "limit",
-                    "131072",
-                ],
-            ),
-        ]
-        steps += [
+            ("a bridge", [*link, "br0", "type", "bridge"]),
+            ("a veth pair", [*link, "va", "type", "veth", "peer", "vb"]),
+            ("the tbf qdisc", [*qdisc, "va", "root", "handle", "1:", *tbf]),
             (
                 "the htb qdisc (kernel module sch_htb) inside tbf",
-                [
-                    tc,
-                    "-n",
-                    ns,
-                    "qdisc",
-                    "add",
-                    "dev",
-                    "va",
-                    "parent",
-                    "1:1",
-                    "handle",
-                    "20:",
-                    "htb",
-                ],
+                [*qdisc, "va", "parent", "1:1", "handle", "20:", "htb"],
             ),
-            (
-                "a u32 filter (kernel module cls_u32)",
-                [
-                    tc,
-                    "-n",
-                    ns,
-                    "filter",
-                    "add",
-                    "dev",
-                    "va",
-                    "parent",
-                    "20:",
-                    "protocol",
-                    "ip",
-                    "prio",
-                    "1",
-                    "u32",
-                    "match",
-                    "u16",
-                    "0",
-                    "0xfe00",
-                    "at",
-                    "2",
-                    "flowid",
-                    "20:1",
-                ],
-            ),
+            ("a u32 filter (kernel module cls_u32)", [*filt, *u32]),
         ]
         if need_netem:
             steps.append(
                 (
                     "the netem qdisc (kernel module sch_netem)",
-                    [tc, "-n", ns, "qdisc", "add", "dev", "vb", "root", "netem", "delay", "1ms"],
+                    [*qdisc, "vb", "root", "netem", "delay", "1ms"],
                 )
             )
         for what, argv in steps:
@@ -322,35 +264,23 @@ class Testbed:
         self._cmd([self._ip, "-n", name, "link", "set", "lo", "up"])
 
     def _shape(self, ns: str, dev: str, delay_s: float) -> None:
-        """Root qdisc on ``dev`` in ``ns``: optional netem delay, then tbf at the rate
-        (``queue="fair"``: with the HTB scheduler of :meth:`_shape_fair` inside)."""
+        """Root qdisc on ``dev`` in ``ns``: optional netem delay, then tbf at the rate,
+        holding the fair queue of :meth:`_fair_queue` when ``queue="fair"``."""
         tc = [self._tc, "-n", ns, "qdisc", "add", "dev", dev]
         parent = ["root"]
         if delay_s > 0:
             self._cmd([*tc, "root", "handle", "1:", "netem", "delay", f"{delay_s * 1e6:.0f}us"])
             parent = ["parent", "1:1"]
-        if self.bandwidth_bps is not None and self.queue == "fair":
-            self._shape_fair(ns, dev, parent)
-        elif self.bandwidth_bps is not None:
-            burst, limit = tbf_params(self.bandwidth_bps, self.mtu)
-            self._cmd(
-                [
-                    *tc,
-                    *parent,
-                    "handle",
-                    "10:",
-                    "tbf",
-                    "rate",
-                    f"{self.bandwidth_bps:.0f}bit",
-                    "burst",
-                    str(burst),
-                    "limit",
-                    str(limit),
-                ]
-            )
+        if self.bandwidth_bps is None:
+            return
+        burst, limit = tbf_params(self.bandwidth_bps, self.mtu)
+        tbf = ["tbf", "rate", f"{self.bandwidth_bps:.0f}bit", "burst", str(burst)]
+        self._cmd([*tc, *parent, "handle", "10:", *tbf, "limit", str(limit)])
+        if self.queue == "fair":
+            self._fair_queue(ns, dev, limit)
 
-    def _shape_fair(self, ns: str, dev: str, parent: list[str]) -> None:
-        """tbf at the rate, holding an HTB that serves its packets fairly per peer host.
+    def _fair_queue(self, ns: str, dev: str, limit: int) -> None:
+        """An HTB inside the tbf (``10:1``) that serves its packets fairly per peer host.
 
         tbf keeps the rate exactly and cuts GSO packets into frames before they
         reach its inner qdisc, so the HTB below schedules frames. Every HTB
@@ -360,79 +290,34 @@ class Testbed:
         0, takes IPv4 packets shorter than 512 bytes (TCP ACKs, HTTP/2 window
         updates and pings); ``20:1xx``, priority 1, one per peer host (by
         destination on a host's eth0, by source on its bridge port); ``20:11``
-        the rest. Each class queues in its own bfifo of the tbf limit.
+        the rest. Each class queues in its own bfifo of the tbf limit (bytes).
         """
         assert self.bandwidth_bps is not None
-        burst, limit = tbf_params(self.bandwidth_bps, self.mtu)
-        frame, rate = self.mtu + 14, self.bandwidth_bps
+        frame = self.mtu + 14
         sending = ns != self.bridge_namespace  # a host's eth0, else its bridge port
         host = ns[len(self.run_id) + 1 :] if sending else dev[1:]
         peers = [h for h in self.hosts if h != host]
         qdisc = [self._tc, "-n", ns, "qdisc", "add", "dev", dev]
         klass = [self._tc, "-n", ns, "class", "add", "dev", dev]
         filt = [self._tc, "-n", ns, "filter", "add", "dev", dev, "parent", "20:", "protocol", "ip"]
-        self._cmd(
-            [
-                *qdisc,
-                *parent,
-                "handle",
-                "10:",
-                "tbf",
-                "rate",
-                f"{rate:.0f}bit",
-                "burst",
-                str(burst),
-                "limit",
-                str(limit),
-            ]
-        )
         self._cmd([*qdisc, "parent", "10:1", "handle", "20:", "htb", "default", "11"])
-        unlimited = f"{100 * rate:.0f}bit"
+        unlimited = f"{100 * self.bandwidth_bps:.0f}bit"
         self._cmd([*klass, "parent", "20:", "classid", "20:1", "htb", "rate", unlimited])
         classes = [("20:10", "0"), ("20:11", "1")]
         classes += [(f"20:{100 + i}", "1") for i in range(len(peers))]
+        burst = str(16 * frame)
+        htb = ["htb", "rate", unlimited, "burst", burst, "cburst", burst, "quantum", str(frame)]
         for cid, prio in classes:
-            self._cmd(
-                [
-                    *klass,
-                    "parent",
-                    "20:1",
-                    "classid",
-                    cid,
-                    "htb",
-                    "rate",
-                    unlimited,
-                    "burst",
-                    str(16 * frame),
-                    "cburst",
-                    str(16 * frame),
-                    "prio",
-                    prio,
-                    "quantum",
-                    str(frame),
-                ]
-            )
+            self._cmd([*klass, "parent", "20:1", "classid", cid, *htb, "prio", prio])
             self._cmd([*qdisc, "parent", cid, "bfifo", "limit", str(limit)])
         # IPv4 total length (bytes 2-3 of the header) < 512: the control class
         self._cmd(
             [*filt, "prio", "1", "u32", "match", "u16", "0", "0xfe00", "at", "2", "flowid", "20:10"]
         )
+        end = "dst" if sending else "src"
         for i, peer in enumerate(peers):
-            end = "dst" if sending else "src"
-            self._cmd(
-                [
-                    *filt,
-                    "prio",
-                    "2",
-                    "u32",
-                    "match",
-                    "ip",
-                    end,
-                    f"{self.address(peer)}/32",
-                    "flowid",
-                    f"20:{100 + i}",
-                ]
-            )
+            match = ["match", "ip", end, f"{self.address(peer)}/32"]
+            self._cmd([*filt, "prio", "2", "u32", *match, "flowid", f"20:{100 + i}"])
 
     def _build(self) -> None:
         ip, br = self._ip, self.bridge_namespace
