@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -101,3 +102,47 @@ def test_enforced_pull_order_holds_in_the_real_trace(tmp_path: Path, order: str)
         starts = pulls["start_us"].to_list()
         # pull k+1 leaves the PS only after pull k has arrived
         assert all(starts[i + 1] >= ends[i] for i in range(len(ends) - 1))
+
+
+@pytest.mark.slow
+def test_several_runs_pool_into_one_profile_that_normalizes(tmp_path: Path):
+    import json
+
+    import polars as pl
+
+    from sgdsim.traces import normalize_profile
+
+    spec = tiny(runs=2, timed_steps=3, traced_steps=2)
+    out = run_profile(spec, tmp_path / "p")
+    meta = json.loads((out / "meta.json").read_text())
+    # every run's steps are in the pooled profile, and no run's own directory is left
+    assert len(meta["untraced_step_s"]) == 6 and len(meta["traced_step_s"]) == 4
+    assert len(meta["worker_cpu_s"]) == 6 and len(meta["runs"]) == 2
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["meta.json", "variables.json"] + [f"trace_{k}.pb" for k in range(4)]
+    )
+    # the runs' steps in run order, each run's median recorded
+    u = meta["untraced_step_s"]
+    assert meta["runs"] == [statistics.median(u[:3]), statistics.median(u[3:])]
+    normalize_profile(out, tmp_path / "t", tmp_path / "w.json")
+    profile = pl.read_parquet(tmp_path / "t" / "profile.parquet").row(0, named=True)
+    assert profile["runs"] == 2 and profile["traced_steps"] == 4
+    steps = pl.read_parquet(tmp_path / "t" / "steps.parquet")
+    assert steps.height == 4
+
+
+def test_runs_that_built_different_graphs_are_not_pooled(tmp_path: Path):
+    import json
+
+    from sgdsim.profiling.runner import merge_runs
+
+    dirs = []
+    for r, name in enumerate(["conv1/kernel", "dense/kernel"]):
+        d = tmp_path / f"run_{r}"
+        d.mkdir()
+        (d / "meta.json").write_text(json.dumps({"untraced_step_s": [0.01], "rpc_rtt_s": 0.001}))
+        (d / "variables.json").write_text(json.dumps([{"variable": name, "bytes": 4}]))
+        dirs.append(d)
+    with pytest.raises(ProfileError, match="different variables"):
+        merge_runs(dirs, tmp_path)
+    assert not (tmp_path / "meta.json").exists()

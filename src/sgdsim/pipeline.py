@@ -53,6 +53,7 @@ def profile_spec(config: dict[str, Any], hardware: str, model: str, **overrides:
         timeout_s=p.get("timeout_s", 900),
         seed=config.get("seed", 42),
         ps_tasks=h.get("ps_tasks", 1),
+        runs=p.get("runs", 1),
     )
     return dataclasses.replace(spec, **overrides)
 

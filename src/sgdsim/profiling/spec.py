@@ -30,6 +30,9 @@ class ProfileSpec:
             ``tictac`` (forward first-use order) or ``fifo_random`` (a seeded random order).
         ps_tasks: PS tasks (shards), each its own process; ``replica_device_setter``
             places the variables on them (round-robin in creation order).
+        runs: independent runs (fresh PS and worker processes each) whose steps,
+            traces and CPU and RPC samples are pooled into one profile
+            (:func:`sgdsim.profiling.run_profile`).
     """
 
     model: str
@@ -48,6 +51,7 @@ class ProfileSpec:
     seed: int = 42
     pull_order: str = "tf_default"
     ps_tasks: int = 1
+    runs: int = 1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

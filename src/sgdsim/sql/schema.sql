@@ -17,7 +17,8 @@ CREATE TABLE profiles (
     host                  VARCHAR NOT NULL,    -- node name of the profiling host
     param_count           BIGINT NOT NULL,     -- trainable parameters
     param_bytes           BIGINT NOT NULL,     -- bytes of trainable parameters
-    traced_steps          INTEGER NOT NULL,    -- K steps traced with FULL_TRACE
+    runs                  INTEGER NOT NULL DEFAULT 1, -- independent runs (fresh PS and worker processes) pooled
+    traced_steps          INTEGER NOT NULL,    -- steps traced with FULL_TRACE, all runs
     untraced_step_s       DOUBLE NOT NULL,     -- median wall time of an untraced step
     untraced_step_iqr_s   DOUBLE NOT NULL,     -- interquartile range of untraced step times
     traced_step_s         DOUBLE NOT NULL,     -- median wall time of a traced step

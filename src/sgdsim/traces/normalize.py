@@ -282,6 +282,7 @@ def normalize_profile(
                 "host": meta["host"],
                 "param_count": int(meta["param_count"]),
                 "param_bytes": int(meta["param_bytes"]),
+                "runs": len(meta.get("runs") or [None]),
                 "traced_steps": len(traces),
                 "untraced_step_s": statistics.median(untraced),
                 "untraced_step_iqr_s": q[2] - q[0],
