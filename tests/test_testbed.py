@@ -560,3 +560,79 @@ def test_validation_offsets_are_seeded_per_point_and_within_one_step():
     assert validation_offsets(config, w, net, point | {"network": "m"}) != rows
     assert validation_offsets({**config, "seed": 8}, w, net, point) != rows
     assert validation_offsets(config, w, net, point | {"workers": "1"}) == [[0.0]]
+
+
+def test_a_worker_stops_where_the_measured_worker_would():
+    from sgdsim.testbed.protocol import episode_done, episode_stop, episode_train_s
+
+    # the largest offset of any episode extends every episode's training
+    assert episode_train_s(0.5, 4.0, [[0.0, 0.2], [0.0, 0.7]]) == pytest.approx(5.2)
+    ends = [0.4, 0.9, 1.4, 1.9, 2.4]
+    # started at 0.3: trained 1.5 s once its step ending at 1.9 is done ...
+    assert episode_stop(ends, 0.3, 1.5, 1) == 4
+    # ... unless it must run 5 steps; 6 steps are never reached here
+    assert episode_stop(ends, 0.3, 1.5, 5) == 5
+    assert episode_stop(ends, 0.3, 1.5, 6) == -1
+    assert episode_stop(ends, 0.3, 9.0, 1) == -1
+    for min_steps in (0, 1, 3, 5):  # the index is where the workers' own test first holds
+        n = episode_stop(ends, 0.3, 1.5, min_steps)
+        assert episode_done(ends[:n], 0.3, 1.5, min_steps)
+        assert not any(episode_done(ends[:k], 0.3, 1.5, min_steps) for k in range(n))
+
+
+def test_simulated_episodes_are_scored_over_the_measured_window_by_hand():
+    import numpy as np
+
+    from sgdsim.simulation import Network, Workload
+    from sgdsim.testbed.protocol import simulate_episodes
+
+    # compute-bound: 0.1 s steps, 1 kB each way on a 1 TB/s NIC
+    w = Workload(
+        seg_dur_s=np.array([0.1]),
+        pull_bytes=np.array([1e3]),
+        pull_gate=np.array([0]),
+        push_bytes=np.array([1e3]),
+        push_seg=np.array([0]),
+        push_update_s=np.array([0.0]),
+    )
+    net = Network(1e12, 0.0)
+    # worker 1 starts 0.05 s late; both train 0.3 + 1.0 + 0.05 s, so worker 0's
+    # steps end at 0.1, ..., 1.4 and worker 1's at 0.15, ..., 1.45; the window
+    # is [0.35, 1.4]: 10 steps in 1.0 s and 9 in 0.9 s, 10 steps/s each
+    r = simulate_episodes(w, net, 2, [[0.0, 0.05]], 0.3, 1.0, 2)
+    assert r.steps_per_s == pytest.approx(20.0, rel=1e-6)
+    assert r.replications == 1 and r.steps_per_s_std == 0.0
+    assert r.samples_per_s == pytest.approx(r.steps_per_s * w.batch_size)
+    # min_steps longer than the window still runs (a short simulation is lengthened)
+    assert simulate_episodes(w, net, 1, [[0.0]], 0.0, 0.05, 40).steps_per_s == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="2 offsets"):
+        simulate_episodes(w, net, 2, [[0.0]], 0.3, 1.0, 2)
+    with pytest.raises(ValueError, match="at least one episode"):
+        simulate_episodes(w, net, 2, [], 0.3, 1.0, 2)
+
+
+def test_each_simulated_episode_keeps_its_own_phase():
+    import numpy as np
+
+    from sgdsim.simulation import Network, Workload
+    from sgdsim.testbed.protocol import simulate_episodes
+
+    # communication-bound: 10 ms compute, 1 MB each way at 10 MB/s; two workers
+    # that pull and push together share the NIC; half a step apart, they alternate
+    w = Workload(
+        seg_dur_s=np.array([0.01]),
+        pull_bytes=np.array([1e6]),
+        pull_gate=np.array([0]),
+        push_bytes=np.array([1e6]),
+        push_seg=np.array([0]),
+        push_update_s=np.array([0.0]),
+    )
+    net = Network(1e7, 0.0)
+    args = (0.5, 3.0, 3)
+    together = simulate_episodes(w, net, 2, [[0.0, 0.0]], *args).steps_per_s
+    apart = simulate_episodes(w, net, 2, [[0.0, 0.105]], *args).steps_per_s
+    assert apart > 1.5 * together
+    both = simulate_episodes(w, net, 2, [[0.0, 0.0], [0.0, 0.105]], *args)
+    assert both.replications == 2
+    assert both.steps_per_s == pytest.approx((together + apart) / 2)
+    assert both.steps_per_s_std > 0

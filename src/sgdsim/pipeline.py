@@ -98,6 +98,7 @@ def _predict(
     ps_with_workers: bool = False,
     network_cpu_s_per_byte: float = 0.0,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
+    episodes: tuple[float, float, int] | None = None,
 ) -> dict[str, Any]:
     """Simulated metrics of one point, capped by the nodes' CPU (flat record).
 
@@ -123,6 +124,10 @@ def _predict(
 
     ``start_offsets_s`` (R, N): simulate R runs from these start offsets
     (seconds) instead of ``simulation.replications`` seeded random ones.
+    ``episodes`` (``warmup_s``, ``duration_s``, ``min_steps``): with
+    ``start_offsets_s``, run and score each as the measured episode it predicts
+    (:func:`sgdsim.testbed.protocol.simulate_episodes`) instead of
+    ``simulation.steps_per_worker`` steps after ``simulation.warmup_steps``.
     """
     import math
 
@@ -134,6 +139,30 @@ def _predict(
     gap = workload.rpc_rtt_s + 2 * network.latency_s
 
     def run(slots: float) -> Any:
+        if episodes is not None and start_offsets_s is not None:
+            from sgdsim.testbed.protocol import simulate_episodes
+
+            placement: dict[str, Any] = {
+                "workers_per_node": workers_per_node,
+                "ps_discipline": sim.get("ps_discipline", "fair"),
+                "pull_gap_s": gap,
+                "pull_gap_cpu": ps_with_workers,
+                "compute_slots": slots,
+                **policy_sizes(sim),
+            }
+            warmup_s, duration_s, min_steps = episodes
+            return simulate_episodes(
+                workload,
+                network,
+                workers,
+                start_offsets_s,
+                warmup_s,
+                duration_s,
+                min_steps,
+                policy=policy,
+                seed=config.get("seed", 42),
+                **placement,
+            )
         return simulate_async_replicated(
             workload,
             network,
@@ -286,6 +315,19 @@ def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
     return float(config["validation"].get("duration_s", 20))
 
 
+def _episode_protocol(config: dict[str, Any], wildcards: dict[str, str]) -> dict[str, Any]:
+    """A validation point's measurement protocol: ``duration_s``, ``warmup_s``,
+    ``warmup_steps`` and ``min_steps`` from ``validation`` (and the point's own
+    ``duration_s``), with their defaults."""
+    val = config["validation"]
+    return {
+        "duration_s": float(_point_duration(config, wildcards)),
+        "warmup_s": float(val.get("warmup_s", 2)),
+        "warmup_steps": int(val.get("warmup_steps", 3)),
+        "min_steps": int(val.get("min_steps", 4)),
+    }
+
+
 def _validation_mtu(config: dict[str, Any]) -> int:
     """MTU of the testbed's links, bytes (``validation.mtu``)."""
     from sgdsim.testbed.netns import DEFAULT_MTU
@@ -396,10 +438,7 @@ def measure_stage(
         "policy": wildcards["policy"],
         "workers": workers,
         "batch_size": spec.batch_size,
-        "duration_s": float(_point_duration(config, wildcards)),
-        "warmup_s": float(val.get("warmup_s", 2)),
-        "warmup_steps": int(val.get("warmup_steps", 3)),
-        "min_steps": int(val.get("min_steps", 4)),
+        **_episode_protocol(config, wildcards),
         "mtu": _validation_mtu(config),
         "queue": _validation_queue(config),
     }
@@ -512,7 +551,9 @@ def predict_testbed_stage(
     NICs of the validation network's rate less TCP/IP and Ethernet headers
     (:func:`_testbed_network`; points measured on loopback, without root, are
     predicted for the profile's own loopback network fit), one run from each
-    episode's start offsets (:func:`validation_offsets`), as measured.
+    episode's start offsets (:func:`validation_offsets`), each as long as the
+    measured episode and scored over the same window by the same function
+    (:func:`sgdsim.testbed.protocol.simulate_episodes`).
     ``calibration_path``: the network's :func:`calibrate_testbed_stage`
     result, whose CPU per byte the prediction charges to the node (see
     :func:`_predict`).
@@ -527,6 +568,7 @@ def predict_testbed_stage(
     if calibration_path is not None and network.name != LOOPBACK_FIT:
         net_cpu = float(json.loads(Path(calibration_path).read_text())["network_cpu_s_per_byte"])
     offsets = validation_offsets(config, workload, network, wildcards)
+    proto = _episode_protocol(config, wildcards)
     row = {
         "model": wildcards["model"],
         "hardware": wildcards["hardware"],
@@ -546,6 +588,7 @@ def predict_testbed_stage(
             ps_with_workers=True,
             network_cpu_s_per_byte=net_cpu,
             start_offsets_s=offsets,
+            episodes=(proto["warmup_s"], proto["duration_s"], proto["min_steps"]),
         ),
         "start_offsets_s": offsets,
     }

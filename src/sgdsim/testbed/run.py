@@ -31,6 +31,7 @@ from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
+from sgdsim.testbed.protocol import episode_train_s
 
 #: TCP port of every task inside the testbed (each host has its own namespace).
 TESTBED_PORT = 2222
@@ -363,8 +364,10 @@ def run_async_measurement(
         bandwidth_bps, latency_s = None, 0.0
     episodes = 1 if offsets is None else len(offsets)
     # allowance for workers that start a little later, or the offsets they start at
-    skew_s = 2.0 + 0.05 * duration_s if offsets is None else max(max(e) for e in offsets)
-    train_s = warmup_s + duration_s + skew_s
+    if offsets is None:
+        train_s = warmup_s + duration_s + 2.0 + 0.05 * duration_s
+    else:
+        train_s = episode_train_s(warmup_s, duration_s, offsets)
     limit_s = (
         startup_s + episodes * (train_s + max_step_s * (min_steps + 1)) + max_step_s * warmup_steps
     )

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from sgdsim.io import atomic_path
 from sgdsim.profiling.spec import ProfileSpec
+from sgdsim.testbed.protocol import episode_done
 
 #: Seconds a non-chief worker waits for the chief to initialize the variables.
 INIT_WAIT_S = 120.0
@@ -143,7 +144,7 @@ def run_worker(
             while True:
                 sess.run(train_op)
                 mine.append(time.time())
-                if len(mine) >= min_steps and mine[-1] - t0 >= duration_s:
+                if episode_done(mine, t0, duration_s, min_steps):
                     break
             episode_ends.append(mine)
             ends.extend(mine)
