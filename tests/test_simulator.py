@@ -651,3 +651,31 @@ def test_short_term_unfairness_lets_two_workers_alternate():
     log.clear()
     simulate_async(w, net, 2, 3, 0, start_offsets_s=[0, 0], step_log=log, link_quantum_bytes=1e9)
     assert log == [pytest.approx([0.041, 0.082, 0.123]), pytest.approx([0.061, 0.102, 0.143])]
+
+
+def test_a_step_that_starts_on_a_busy_ps_waits_the_join_delay_by_hand():
+    # one 1 MB pull at 10 MB/s (0.1 s alone), 1 ms compute, a 1-byte push
+    w = workload([0.001], [1e6], [0], [1.0], [0], [0.0])
+    net = Network(1e7, 0.0)
+
+    def first_step_ends(offset: float, delay: float) -> list[float]:
+        log: list[list[float]] = []
+        simulate_async(
+            w, net, 2, 1, 0, start_offsets_s=[0.0, offset], step_log=log, pull_join_delay_s=delay
+        )
+        return [e[0] for e in log]
+
+    # worker 1 starts 40 ms late, while the PS sends to worker 0; it waits 10 ms
+    # more, so worker 0 is alone 50 ms (0.5 MB), then both share: worker 0's
+    # pull ends at 0.05 + 0.5 MB / 5 MB/s = 0.15 s, worker 1's 0.05 s later
+    a, b = first_step_ends(0.04, 0.01)
+    assert a == pytest.approx(0.15 + 0.001, abs=1e-6)
+    assert b - a == pytest.approx(0.05, abs=1e-6)
+    # without the delay processor sharing keeps the 40 ms they started apart
+    a, b = first_step_ends(0.04, 0.0)
+    assert b - a == pytest.approx(0.04, abs=1e-6)
+    # a step that starts on an idle PS does not wait
+    a, b = first_step_ends(0.2, 0.01)
+    assert (a, b) == pytest.approx((0.101, 0.301), abs=1e-6)
+    with pytest.raises(ValueError, match="pull_join_delay_s"):
+        simulate_async(w, net, 2, 1, 0, pull_join_delay_s=-1.0)

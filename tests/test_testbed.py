@@ -405,6 +405,26 @@ def test_calibration_measures_the_testbeds_network_cpu_per_byte(testbed_ok):
     assert child_processes() == []
 
 
+def test_pull_race_measures_the_ps_join_delay_with_real_tensorflow(testbed_ok):
+    from sgdsim.testbed.calibrate import pull_join_delay
+
+    before = ours()
+    r = pull_join_delay(100e6, reps=5)
+    print(r)
+    assert len(r.growth_s) == 5 and r.offset_s == pytest.approx(0.01)
+    # four float32 variables, 25 ms worth at 100 Mbit/s less headers, pulled by each
+    assert r.bytes_each % 16 == 0
+    assert r.bytes_each == pytest.approx(
+        0.025 * 100e6 / 8 * tbf_payload_fraction(DEFAULT_MTU), abs=16
+    )
+    # the second worker falls behind by more than it started behind, by a few ms
+    # (processor sharing alone: by nothing); never by the whole transfer
+    assert 0.0 <= r.delay_s < 0.025
+    assert r.delay_s == max(0.0, statistics.median(r.growth_s))
+    assert ours() == before
+    assert child_processes() == []
+
+
 def test_rate_counts_whole_steps_inside_the_window():
     from sgdsim.testbed.run import summarize
 

@@ -99,6 +99,7 @@ def _predict(
     network_cpu_s_per_byte: float = 0.0,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     episodes: tuple[float, float, int] | None = None,
+    pull_join_delay_s: float = 0.0,
 ) -> dict[str, Any]:
     """Simulated metrics of one point, capped by the nodes' CPU (flat record).
 
@@ -128,6 +129,8 @@ def _predict(
     ``start_offsets_s``, run and score each as the measured episode it predicts
     (:func:`sgdsim.testbed.protocol.simulate_episodes`) instead of
     ``simulation.steps_per_worker`` steps after ``simulation.warmup_steps``.
+    ``pull_join_delay_s``: see :func:`sgdsim.simulation.simulate_async` (the
+    testbed's, from :func:`calibrate_testbed_stage`).
     """
     import math
 
@@ -148,6 +151,7 @@ def _predict(
                 "pull_gap_s": gap,
                 "pull_gap_cpu": ps_with_workers,
                 "compute_slots": slots,
+                "pull_join_delay_s": pull_join_delay_s,
                 **policy_sizes(sim),
             }
             warmup_s, duration_s, min_steps = episodes
@@ -178,6 +182,7 @@ def _predict(
             pull_gap_cpu=ps_with_workers,
             compute_slots=slots,
             start_offsets_s=start_offsets_s,
+            pull_join_delay_s=pull_join_delay_s,
             **policy_sizes(sim),
         )
 
@@ -494,29 +499,43 @@ def measure_stage(
 
 
 def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name: str) -> None:
-    """Measure the testbed's network CPU per byte for one validation network (JSON).
+    """Calibrate the testbed for one validation network (JSON).
 
-    Writes ``{"status": "ok", "network_cpu_s_per_byte": …, …}`` from
-    :func:`sgdsim.testbed.calibrate.network_cpu_per_byte`, or ``status``
-    ``skipped`` with the reason (and 0 s per byte) where the testbed cannot run.
+    Writes ``{"status": "ok", "network_cpu_s_per_byte": …, "pull_join_delay_s":
+    …, …}`` from :func:`sgdsim.testbed.calibrate.network_cpu_per_byte` and
+    :func:`sgdsim.testbed.calibrate.pull_join_delay` (with the validation
+    hardware's threads), or ``status`` ``skipped`` with the reason (and zeros)
+    where the testbed cannot run.
 
     Raises:
         CalibrationError: the transfer failed (nothing is written).
     """
     from sgdsim.testbed import check_available
-    from sgdsim.testbed.calibrate import network_cpu_per_byte
+    from sgdsim.testbed.calibrate import network_cpu_per_byte, pull_join_delay
 
     net = _validation_network(config, network_name)
     why = check_available()
     row: dict[str, Any] = {"network": net["name"], "bandwidth_bps": float(net["bandwidth_bps"])}
     if why is not None:
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
-        row |= {"status": "skipped", "reason": why, "network_cpu_s_per_byte": 0.0}
+        row |= {
+            "status": "skipped",
+            "reason": why,
+            "network_cpu_s_per_byte": 0.0,
+            "pull_join_delay_s": 0.0,
+        }
     else:
         r = network_cpu_per_byte(
             float(net["bandwidth_bps"]),
             mtu=_validation_mtu(config),
             queue=_validation_queue(config),
+        )
+        hw = _entry(config, "hardware", config["validation"]["hardware"])
+        race = pull_join_delay(
+            float(net["bandwidth_bps"]),
+            mtu=_validation_mtu(config),
+            queue=_validation_queue(config),
+            threads=int(hw.get("inter_op_threads", 2)),
         )
         row |= {
             "status": "ok",
@@ -525,10 +544,14 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "testbed_s_per_byte": r.testbed_s_per_byte,
             "loopback_s_per_byte": r.loopback_s_per_byte,
             "bytes_moved": r.bytes_moved,
+            "pull_join_delay_s": race.delay_s,
+            "pull_race_growth_s": list(race.growth_s),
+            "pull_race_bytes": race.bytes_each,
         }
         print(
             f"[calibrate] {net['name']}: kernel CPU {r.testbed_s_per_byte * 1e9:.1f} ns/byte "
-            f"through the testbed, {r.loopback_s_per_byte * 1e9:.1f} on loopback",
+            f"through the testbed, {r.loopback_s_per_byte * 1e9:.1f} on loopback; the PS "
+            f"serves a step that starts while it sends {race.delay_s * 1e3:.2f} ms late",
             file=sys.stderr,
         )
     with atomic_path(out_path) as tmp:
@@ -564,9 +587,11 @@ def predict_testbed_stage(
     workers = int(wildcards["workers"])
     workload = Workload.load(workload_path)
     network = _testbed_network(config, net, tables_dir)
-    net_cpu = 0.0
+    net_cpu = join_delay = 0.0
     if calibration_path is not None and network.name != LOOPBACK_FIT:
-        net_cpu = float(json.loads(Path(calibration_path).read_text())["network_cpu_s_per_byte"])
+        cal = json.loads(Path(calibration_path).read_text())
+        net_cpu = float(cal["network_cpu_s_per_byte"])
+        join_delay = float(cal.get("pull_join_delay_s", 0.0))
     offsets = validation_offsets(config, workload, network, wildcards)
     proto = _episode_protocol(config, wildcards)
     row = {
@@ -578,6 +603,7 @@ def predict_testbed_stage(
         "batch_size": workload.batch_size,
         "workers_per_node": workers,
         "network_cpu_s_per_byte": net_cpu,
+        "pull_join_delay_s": join_delay,
         **_predict(
             config,
             workload,
@@ -589,6 +615,7 @@ def predict_testbed_stage(
             network_cpu_s_per_byte=net_cpu,
             start_offsets_s=offsets,
             episodes=(proto["warmup_s"], proto["duration_s"], proto["min_steps"]),
+            pull_join_delay_s=join_delay,
         ),
         "start_offsets_s": offsets,
     }

@@ -179,6 +179,7 @@ def simulate_async(
     pull_gap_cpu: bool = False,
     compute_slots: float = 1.0,
     link_quantum_bytes: float = 0.0,
+    pull_join_delay_s: float = 0.0,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
@@ -249,6 +250,14 @@ def simulate_async(
             (:class:`~sgdsim.simulation.link.RoundRobinLink`: how TCP flows
             share a bottleneck over tens of milliseconds) instead of
             processor sharing (0).
+        pull_join_delay_s: seconds the first pull of a worker's step waits
+            before its first byte when the PS NIC is sending to another worker
+            at that moment (0: none). Real TensorFlow PS serves a step that
+            starts while it sends to another worker late by a few ms, which
+            drives asynchronous workers from pulling together into taking turns
+            within a few steps; processor sharing alone keeps any phase they
+            start with. Measured on the testbed by
+            :func:`sgdsim.testbed.calibrate.pull_join_delay`.
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
@@ -280,6 +289,8 @@ def simulate_async(
         raise ValueError(f"compute_slots must be > 0, got {compute_slots}")
     if not link_quantum_bytes >= 0:
         raise ValueError(f"link_quantum_bytes must be >= 0, got {link_quantum_bytes}")
+    if not pull_join_delay_s >= 0:
+        raise ValueError(f"pull_join_delay_s must be >= 0, got {pull_join_delay_s}")
     if start_offsets_s is not None and len(start_offsets_s) != workers:
         raise ValueError(f"start_offsets_s needs {workers} values, got {len(start_offsets_s)}")
     if policy not in POLICIES:
@@ -293,7 +304,7 @@ def simulate_async(
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     wall0 = time.perf_counter()
-    fast = not serial_gap and not link_quantum_bytes
+    fast = not serial_gap and not link_quantum_bytes and not pull_join_delay_s
     if policy in _WHOLE_TENSOR_FIFO and workload.ps_tasks == 1 and fast:
         raw = _run_fast(
             workload,
@@ -325,6 +336,7 @@ def simulate_async(
             ps_discipline,
             compute_slots,
             link_quantum_bytes,
+            pull_join_delay_s,
         )
     step_ends, busy, now = raw.step_ends, raw.busy, raw.now
     overhead = workload.overhead_s
@@ -1262,6 +1274,7 @@ def simulate_async_replicated(
     compute_slots: float = 1.0,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     link_quantum_bytes: float = 0.0,
+    pull_join_delay_s: float = 0.0,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -1309,6 +1322,7 @@ def simulate_async_replicated(
             compute_slots=compute_slots,
             start_offsets_s=row,
             link_quantum_bytes=link_quantum_bytes,
+            pull_join_delay_s=pull_join_delay_s,
         )
         for r, row in enumerate(rows)
     ]

@@ -16,6 +16,9 @@ loop adds:
   shard the PS NIC is the only bottleneck and the virtual-time
   :class:`~sgdsim.simulation.link.PSLink` gives the same rates faster.
 - P3's pull after update: see :mod:`sgdsim.simulation.policies`.
+- A step that starts on a busy PS (``pull_join_delay_s``): the first pull of
+  a worker's step that is put on the wire while the PS NIC sends to another
+  worker (of the same shard) waits that long before its first byte.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from sgdsim.simulation.workload import Network, Workload
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
 _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 # what a _JOIN event brings to the connections
-_J_PULLS, _J_PUSHES, _J_RELEASE, _J_KICK = range(4)
+_J_PULLS, _J_PUSHES, _J_RELEASE, _J_KICK, _J_WIRE = range(5)
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ def run_general(
     ps_discipline: str,
     compute_slots: float = 1.0,
     link_quantum_bytes: float = 0.0,
+    pull_join_delay_s: float = 0.0,
 ) -> RawRun:
     """Simulate; arguments as :func:`sgdsim.simulation.async_ps.simulate_async` (checked there).
 
@@ -224,6 +228,10 @@ def run_general(
     conn_busy: dict[tuple[int, int, int], bool] = {}
     conn_since: dict[tuple[int, int, int], float] = {}
     kinds = (spec.pull_queue, spec.push_queue)
+    # units on the wire per (direction, shard), and the step whose first pull
+    # each connection last put on the wire (for pull_join_delay_s)
+    on_wire = [[0] * k for _ in (_DOWN, _UP)]
+    joined_step: dict[tuple[int, int, int], int] = {}
 
     def conn_of(d: int, shard: int, w: int) -> tuple[int, int, int]:
         key = (d, shard, -1 if fifo else w)
@@ -282,8 +290,19 @@ def run_general(
         if unit is None:
             return
         conn_busy[key] = True
+        d, shard, _ = key
+        if d == _DOWN and pull_join_delay_s > 0 and joined_step.get(key) != unit[2]:
+            joined_step[key] = unit[2]  # the step's first pull
+            if on_wire[d][shard]:  # the PS is sending to another worker
+                push_event(now + pull_join_delay_s, _JOIN, unit[1], _J_WIRE, (key, unit))
+                return
+        wire(key, unit, now)
+
+    def wire(key: tuple[int, int, int], unit: Any, now: float) -> None:
+        """Put ``unit`` of connection ``key`` on its link."""
         conn_since[key] = now
         d, shard, _ = key
+        on_wire[d][shard] += 1
         if multi:
             route = (shard, k + unit[1] // workers_per_node)
             links[d].add(now, unit[0], (key, unit), key, route)
@@ -444,6 +463,7 @@ def run_general(
             (key, unit), _, _ = links[a].pop_next(now)
             deferred = {a}
             conn_busy[key] = False
+            on_wire[a][key[1]] -= 1
             queues[key].done(unit)
             _, w, gen, items = unit
             shard = key[1]
@@ -487,6 +507,8 @@ def run_general(
             elif b == _J_KICK:
                 conn_busy[obj] = False
                 kick(obj, now)
+            elif b == _J_WIRE:
+                wire(obj[0], obj[1], now)
             else:
                 gen, p, pieces = obj
                 release_pulls(w, gen, p, pieces, now)

@@ -198,6 +198,7 @@ CREATE TABLE testbed_predictions (
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
     compute_slots    DOUBLE,            -- workers computing at full speed at once on the node's cores left by the PS, RPC and network work
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
+    pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
     start_offsets_s  DOUBLE[][]         -- the measured episodes' start offsets, simulated one run each
 );
 

@@ -1,4 +1,9 @@
-"""CPU cost of moving bytes through the testbed's emulated network, per byte.
+"""Calibrations of the testbed: CPU per byte of its network, and the PS's join delay.
+
+:func:`pull_join_delay` races two real TensorFlow workers' pulls from one PS
+(see there). The rest of this docstring is about :func:`network_cpu_per_byte`.
+
+CPU cost of moving bytes through the testbed's emulated network, per byte.
 
 A profile measures each process's CPU seconds per step on unshaped loopback.
 On the testbed the same bytes also cross a veth pair, a bridge and two ``tc
@@ -17,15 +22,20 @@ step's pulled and pushed bytes.
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from sgdsim.profiling.procs import free_ports, spawn, stop
+from sgdsim.profiling.server import ps_argv
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
-from sgdsim.testbed.run import cpu_ticks
+from sgdsim.testbed.run import _child_env, cpu_ticks
 
 _PORT = 5201
 
@@ -163,3 +173,118 @@ def network_cpu_per_byte(
     loop = _transfer(size, None, timeout)
     moved = 2 * size
     return NetworkCpu(shaped / moved, loop / moved, bandwidth_bps, moved)
+
+
+@dataclass(frozen=True)
+class JoinDelay:
+    """How late the PS serves a step that starts while it sends to another worker.
+
+    Attributes:
+        delay_s: the median lag growth, clipped at 0 (seconds): what
+            :func:`sgdsim.simulation.simulate_async` takes as ``pull_join_delay_s``.
+        growth_s: (reps,) each race's lag growth: how much later the second
+            worker's pull ended than the first's, less how much later it started.
+        offset_s: how much later the second worker started, seconds.
+        bytes_each: bytes each worker pulled per race.
+        bandwidth_bps: the testbed NIC rate, bit/s.
+    """
+
+    delay_s: float
+    growth_s: tuple[float, ...]
+    offset_s: float
+    bytes_each: int
+    bandwidth_bps: float
+
+
+def pull_join_delay(
+    bandwidth_bps: float,
+    reps: int = 12,
+    transfer_s: float = 0.025,
+    mtu: int = DEFAULT_MTU,
+    queue: str = DEFAULT_QUEUE,
+    threads: int = 2,
+    timeout_s: float = 240.0,
+) -> JoinDelay:
+    """Measure the PS's join delay on the testbed with a race of two workers' pulls.
+
+    A real TensorFlow PS holds four float32 variables of ``transfer_s`` worth
+    of bytes at the rate in all; two real workers in a two-worker testbed pull
+    all of them, ``reps`` times, the second worker starting each race 40 % of
+    ``transfer_s`` after the first. With the PS NIC shared fairly (processor
+    sharing), the first worker ends ``offset`` ahead, as it started (it is
+    alone for ``offset``, then both share: it ends at ``2 transfer_s −
+    offset``, the second at ``2 transfer_s``). If the PS starts serving the
+    second worker's step ``d`` late because it is busy sending, the first is
+    alone ``d`` longer and the lead grows by exactly ``d``. The median growth
+    is the join delay (:class:`JoinDelay`).
+
+    Raises:
+        TestbedUnavailable: the testbed cannot run here.
+        CalibrationError: a process failed or the race took over ``timeout_s``.
+        ValueError: ``bandwidth_bps``, ``transfer_s`` or ``reps`` not > 0.
+    """
+    if not bandwidth_bps > 0 or not transfer_s > 0 or reps < 1:
+        raise ValueError(
+            f"need bandwidth_bps > 0, transfer_s > 0 and reps >= 1, "
+            f"got {bandwidth_bps}, {transfer_s}, {reps}"
+        )
+    from sgdsim.simulation.bounds import tbf_payload_fraction
+
+    tensors = 4
+    rate_Bps = bandwidth_bps / 8 * tbf_payload_fraction(mtu)
+    floats = max(1, int(transfer_s * rate_Bps / 4 / tensors))
+    offset = 0.4 * transfer_s
+    gap = 4 * transfer_s + 0.1
+    env = _child_env()
+    with (
+        tempfile.TemporaryDirectory(prefix="sgdsim-race-") as tmp,
+        Testbed(2, bandwidth_bps, mtu=mtu, queue=queue) as tb,
+    ):
+        d = Path(tmp)
+        cluster = {
+            "ps": [f"{tb.address('ps')}:{_PORT}"],
+            "worker": [f"{tb.address(f'w{k}')}:{_PORT}" for k in range(2)],
+        }
+        procs = [tb.popen("ps", ps_argv(cluster, threads, threads, timeout_s + 30), env=env)]
+        for k in range(2):
+            argv = [
+                sys.executable, "-m", "sgdsim.testbed.pull_race",
+                "--cluster", json.dumps(cluster), "--task", str(k),
+                "--floats", str(floats), "--tensors", str(tensors), "--reps", str(reps),
+                "--gap", f"{gap}", "--offset", f"{offset}", "--threads", str(threads),
+                "--ready", str(d / f"ready{k}"), "--go", str(d / "go"),
+                "--out", str(d / f"w{k}.json"), "--lifetime", f"{timeout_s + 30:.0f}",
+            ]  # fmt: skip
+            procs.append(tb.popen(f"w{k}", argv, env=env))
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not all((d / f"ready{k}").exists() for k in range(2)):
+                for p in procs:
+                    if p.poll() is not None:
+                        raise CalibrationError(
+                            f"pull race: a process exited with code {p.returncode} before "
+                            "the race started"
+                        )
+                if time.monotonic() > deadline:
+                    raise CalibrationError(f"pull race: not ready within {timeout_s:g} s")
+                time.sleep(0.05)
+            (d / "go").write_text(json.dumps({"start": time.time() + 0.3}))
+            for p in procs[1:]:
+                try:
+                    rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired as e:
+                    raise CalibrationError(f"pull race took over {timeout_s:g} s") from e
+                if rc != 0:
+                    raise CalibrationError(f"pull race: a worker exited with code {rc}")
+            a, b = (json.loads((d / f"w{k}.json").read_text())["steps"] for k in range(2))
+        finally:
+            for p in procs:
+                stop(p)
+    growth = tuple((b1 - a1) - (b0 - a0) for (_, a0, a1), (_, b0, b1) in zip(a, b, strict=True))
+    return JoinDelay(
+        delay_s=max(0.0, statistics.median(growth)),
+        growth_s=growth,
+        offset_s=offset,
+        bytes_each=4 * floats * tensors,
+        bandwidth_bps=bandwidth_bps,
+    )
