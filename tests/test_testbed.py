@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,23 @@ def namespaces() -> set[str]:
 
 def ours(prefix: str = PREFIX) -> set[str]:
     return {n for n in namespaces() if n.startswith(prefix)} if REASON is None else set()
+
+
+def one_tensor_workload(compute_s: float, tensor_bytes: float, update_s: float) -> Any:
+    """A :class:`~sgdsim.simulation.Workload` of one compute segment and one
+    tensor of ``tensor_bytes`` pulled before it and pushed after it."""
+    import numpy as np
+
+    from sgdsim.simulation import Workload
+
+    return Workload(
+        seg_dur_s=np.array([compute_s]),
+        pull_bytes=np.array([tensor_bytes]),
+        pull_gate=np.array([0]),
+        push_bytes=np.array([tensor_bytes]),
+        push_seg=np.array([0]),
+        push_update_s=np.array([update_s]),
+    )
 
 
 def child_processes() -> list[str]:
@@ -497,24 +515,15 @@ def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_pat
     # validation.unprivileged: loopback. Where the testbed cannot run (here: made
     # to report a reason), the point is measured for real on 127.0.0.1, unshaped,
     # and recorded with the reason; with `skip` it is recorded as skipped.
-    import numpy as np
     import polars as pl
 
     import sgdsim.testbed
     from sgdsim.pipeline import measure_stage
-    from sgdsim.simulation import Workload
 
     monkeypatch.setattr(sgdsim.testbed, "check_available", lambda **_: "no root (test)")
     # the point's start offsets come from the profile: a 20 ms step on a 1 GB/s fit
     workload = tmp_path / "LeNet5.json"
-    Workload(
-        seg_dur_s=np.array([0.02]),
-        pull_bytes=np.array([2.5e5]),
-        pull_gate=np.array([0]),
-        push_bytes=np.array([2.5e5]),
-        push_seg=np.array([0]),
-        push_update_s=np.array([1e-4]),
-    ).save(str(workload))
+    one_tensor_workload(0.02, 2.5e5, 1e-4).save(str(workload))
     tables = tmp_path / "tables"
     tables.mkdir()
     pl.DataFrame({"profile_bandwidth_Bps": [1e9]}).write_parquet(tables / "profile.parquet")
@@ -554,20 +563,11 @@ def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_pat
 
 
 def test_validation_offsets_are_seeded_per_point_and_within_one_step():
-    import numpy as np
-
     from sgdsim.pipeline import validation_offsets
-    from sgdsim.simulation import Network, Workload
+    from sgdsim.simulation import Network
     from sgdsim.simulation.async_ps import single_step_estimate
 
-    w = Workload(
-        seg_dur_s=np.array([0.1]),
-        pull_bytes=np.array([1e6]),
-        pull_gate=np.array([0]),
-        push_bytes=np.array([1e6]),
-        push_seg=np.array([0]),
-        push_update_s=np.array([1e-3]),
-    )
+    w = one_tensor_workload(0.1, 1e6, 1e-3)
     net = Network(1e7, 0.0)
     t1 = single_step_estimate(w, net)  # 0.1 + 2 MB / 10 MB/s = 0.3 s
     config = {"seed": 7, "validation": {"episodes": 4}}
@@ -601,20 +601,11 @@ def test_a_worker_stops_where_the_measured_worker_would():
 
 
 def test_simulated_episodes_are_scored_over_the_measured_window_by_hand():
-    import numpy as np
-
-    from sgdsim.simulation import Network, Workload
+    from sgdsim.simulation import Network
     from sgdsim.testbed.protocol import simulate_episodes
 
     # compute-bound: 0.1 s steps, 1 kB each way on a 1 TB/s NIC
-    w = Workload(
-        seg_dur_s=np.array([0.1]),
-        pull_bytes=np.array([1e3]),
-        pull_gate=np.array([0]),
-        push_bytes=np.array([1e3]),
-        push_seg=np.array([0]),
-        push_update_s=np.array([0.0]),
-    )
+    w = one_tensor_workload(0.1, 1e3, 0.0)
     net = Network(1e12, 0.0)
     # worker 1 starts 0.05 s late; both train 0.3 + 1.0 + 0.05 s, so worker 0's
     # steps end at 0.1, ..., 1.4 and worker 1's at 0.15, ..., 1.45; the window
@@ -632,21 +623,12 @@ def test_simulated_episodes_are_scored_over_the_measured_window_by_hand():
 
 
 def test_each_simulated_episode_keeps_its_own_phase():
-    import numpy as np
-
-    from sgdsim.simulation import Network, Workload
+    from sgdsim.simulation import Network
     from sgdsim.testbed.protocol import simulate_episodes
 
     # communication-bound: 10 ms compute, 1 MB each way at 10 MB/s; two workers
     # that pull and push together share the NIC; half a step apart, they alternate
-    w = Workload(
-        seg_dur_s=np.array([0.01]),
-        pull_bytes=np.array([1e6]),
-        pull_gate=np.array([0]),
-        push_bytes=np.array([1e6]),
-        push_seg=np.array([0]),
-        push_update_s=np.array([0.0]),
-    )
+    w = one_tensor_workload(0.01, 1e6, 0.0)
     net = Network(1e7, 0.0)
     args = (0.5, 3.0, 3)
     together = simulate_episodes(w, net, 2, [[0.0, 0.0]], *args).steps_per_s

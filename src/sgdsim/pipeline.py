@@ -142,30 +142,23 @@ def _predict(
     gap = workload.rpc_rtt_s + 2 * network.latency_s
 
     def run(slots: float) -> Any:
+        kw: dict[str, Any] = {
+            "policy": policy,
+            "seed": config.get("seed", 42),
+            "workers_per_node": workers_per_node,
+            "ps_discipline": sim.get("ps_discipline", "fair"),
+            "pull_gap_s": gap,
+            "pull_gap_cpu": ps_with_workers,
+            "compute_slots": slots,
+            "pull_join_delay_s": pull_join_delay_s,
+            **policy_sizes(sim),
+        }
         if episodes is not None and start_offsets_s is not None:
             from sgdsim.testbed.protocol import simulate_episodes
 
-            placement: dict[str, Any] = {
-                "workers_per_node": workers_per_node,
-                "ps_discipline": sim.get("ps_discipline", "fair"),
-                "pull_gap_s": gap,
-                "pull_gap_cpu": ps_with_workers,
-                "compute_slots": slots,
-                "pull_join_delay_s": pull_join_delay_s,
-                **policy_sizes(sim),
-            }
             warmup_s, duration_s, min_steps = episodes
             return simulate_episodes(
-                workload,
-                network,
-                workers,
-                start_offsets_s,
-                warmup_s,
-                duration_s,
-                min_steps,
-                policy=policy,
-                seed=config.get("seed", 42),
-                **placement,
+                workload, network, workers, start_offsets_s, warmup_s, duration_s, min_steps, **kw
             )
         return simulate_async_replicated(
             workload,
@@ -173,17 +166,9 @@ def _predict(
             workers=workers,
             steps_per_worker=sim["steps_per_worker"],
             warmup_steps=sim["warmup_steps"],
-            policy=policy,
-            seed=config.get("seed", 42),
             replications=sim.get("replications", 5),
-            workers_per_node=workers_per_node,
-            ps_discipline=sim.get("ps_discipline", "fair"),
-            pull_gap_s=gap,
-            pull_gap_cpu=ps_with_workers,
-            compute_slots=slots,
             start_offsets_s=start_offsets_s,
-            pull_join_delay_s=pull_join_delay_s,
-            **policy_sizes(sim),
+            **kw,
         )
 
     shared = workers_per_node > 1 or (ps_with_workers and policy in SERIAL_PULL_POLICIES)

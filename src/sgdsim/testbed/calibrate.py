@@ -1,21 +1,20 @@
 """Calibrations of the testbed: CPU per byte of its network, and the PS's join delay.
 
-:func:`pull_join_delay` races two real TensorFlow workers' pulls from one PS
-(see there). The rest of this docstring is about :func:`network_cpu_per_byte`.
+:func:`pull_join_delay` races two real TensorFlow workers' pulls from one PS;
+its docstring says how that measures the delay.
 
-CPU cost of moving bytes through the testbed's emulated network, per byte.
-
-A profile measures each process's CPU seconds per step on unshaped loopback.
-On the testbed the same bytes also cross a veth pair, a bridge and two ``tc
-tbf`` shapers, whose work (softirqs, the shapers' timers: each a VM exit on a
-virtual machine) is not charged to the TensorFlow processes and is not in the
-profile, yet it takes the same cores. :func:`network_cpu_per_byte` measures it
-with plain TCP: one host sends and receives ``seconds`` worth of bytes at the
-rate, through the testbed and then through loopback, while this machine's
-kernel CPU counters (``/proc/stat``: system, irq and softirq time) are read
-before and after; the difference per byte is what the testbed adds. User time
-is left out: the senders' user-space work is the same on both paths, and
-leaving it out keeps other processes' computing out of the figure.
+:func:`network_cpu_per_byte`: a profile measures each process's CPU seconds per
+step on unshaped loopback. On the testbed the same bytes also cross a veth
+pair, a bridge and two ``tc tbf`` shapers, whose work (softirqs, the shapers'
+timers: each a VM exit on a virtual machine) is not charged to the TensorFlow
+processes and is not in the profile, yet it takes the same cores.
+:func:`network_cpu_per_byte` measures it with plain TCP: one host sends and
+receives ``seconds`` worth of bytes at the rate, through the testbed and then
+through loopback, while this machine's kernel CPU counters (``/proc/stat``:
+system, irq and softirq time) are read before and after; the difference per
+byte is what the testbed adds. User time is left out: the senders' user-space
+work is the same on both paths, and leaving it out keeps other processes'
+computing out of the figure.
 :func:`sgdsim.simulation.bounds.cpu_bound_steps_per_s` charges it to every
 step's pulled and pushed bytes.
 """
@@ -35,7 +34,7 @@ from pathlib import Path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
-from sgdsim.testbed.run import _child_env, cpu_ticks
+from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks, wait_workers
 
 _PORT = 5201
 
@@ -235,7 +234,7 @@ def pull_join_delay(
     floats = max(1, int(transfer_s * rate_Bps / 4 / tensors))
     offset = 0.4 * transfer_s
     gap = 4 * transfer_s + 0.1
-    env = _child_env()
+    env = child_env()
     with (
         tempfile.TemporaryDirectory(prefix="sgdsim-race-") as tmp,
         Testbed(2, bandwidth_bps, mtu=mtu, queue=queue) as tb,
@@ -245,7 +244,7 @@ def pull_join_delay(
             "ps": [f"{tb.address('ps')}:{_PORT}"],
             "worker": [f"{tb.address(f'w{k}')}:{_PORT}" for k in range(2)],
         }
-        procs = [tb.popen("ps", ps_argv(cluster, threads, threads, timeout_s + 30), env=env)]
+        procs = {"ps": tb.popen("ps", ps_argv(cluster, threads, threads, timeout_s + 30), env=env)}
         for k in range(2):
             argv = [
                 sys.executable, "-m", "sgdsim.testbed.pull_race",
@@ -255,30 +254,18 @@ def pull_join_delay(
                 "--ready", str(d / f"ready{k}"), "--go", str(d / "go"),
                 "--out", str(d / f"w{k}.json"), "--lifetime", f"{timeout_s + 30:.0f}",
             ]  # fmt: skip
-            procs.append(tb.popen(f"w{k}", argv, env=env))
+            procs[f"w{k}"] = tb.popen(f"w{k}", argv, env=env)
         deadline = time.monotonic() + timeout_s
+        readies = [d / f"ready{k}" for k in range(2)]
         try:
-            while not all((d / f"ready{k}").exists() for k in range(2)):
-                for p in procs:
-                    if p.poll() is not None:
-                        raise CalibrationError(
-                            f"pull race: a process exited with code {p.returncode} before "
-                            "the race started"
-                        )
-                if time.monotonic() > deadline:
-                    raise CalibrationError(f"pull race: not ready within {timeout_s:g} s")
-                time.sleep(0.05)
+            wait_workers(procs, 2, deadline, until=lambda: all_exist(readies))
             (d / "go").write_text(json.dumps({"start": time.time() + 0.3}))
-            for p in procs[1:]:
-                try:
-                    rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired as e:
-                    raise CalibrationError(f"pull race took over {timeout_s:g} s") from e
-                if rc != 0:
-                    raise CalibrationError(f"pull race: a worker exited with code {rc}")
+            wait_workers(procs, 2, deadline)
             a, b = (json.loads((d / f"w{k}.json").read_text())["steps"] for k in range(2))
+        except MeasurementError as e:
+            raise CalibrationError(f"pull race: {e}") from e
         finally:
-            for p in procs:
+            for p in procs.values():
                 stop(p)
     growth = tuple((b1 - a1) - (b0 - a0) for (_, a0, a1), (_, b0, b1) in zip(a, b, strict=True))
     return JoinDelay(

@@ -97,7 +97,8 @@ def log(msg: str) -> None:
     print(f"[measure] {msg}", file=sys.stderr, flush=True)
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
+    """Environment of the testbed's TensorFlow processes: ours without proxies, CPU only."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -371,7 +372,7 @@ def run_async_measurement(
     limit_s = (
         startup_s + episodes * (train_s + max_step_s * (min_steps + 1)) + max_step_s * warmup_steps
     )
-    env = _child_env()
+    env = child_env()
     testbed: Testbed | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
     names = ["ps", *(f"w{k}" for k in range(workers))]
@@ -452,11 +453,11 @@ def run_async_measurement(
             with CpuSampler() as cpu:
                 for ep, row in enumerate(offsets or []):
                     readies = [Path(f"{outs[f'w{k}']}.ready.{ep}") for k in range(workers)]
-                    _wait(
+                    wait_workers(
                         procs,
                         workers,
                         deadline,
-                        until=functools.partial(_all_exist, readies),
+                        until=functools.partial(all_exist, readies),
                     )
                     starts.append(time.time() + 0.2)
                     with atomic_path(Path(f"{go}.{ep}")) as tmp_go:
@@ -466,7 +467,7 @@ def run_async_measurement(
                         + ", ".join(f"{x:.3f}" for x in row)
                         + " s"
                     )
-                _wait(procs, workers, deadline)
+                wait_workers(procs, workers, deadline)
             results = []
             for k in range(workers):
                 try:
@@ -523,11 +524,12 @@ def run_async_measurement(
     return result
 
 
-def _all_exist(paths: Sequence[Path]) -> bool:
+def all_exist(paths: Sequence[Path]) -> bool:
+    """Whether every one of ``paths`` exists."""
     return all(p.exists() for p in paths)
 
 
-def _wait(
+def wait_workers(
     procs: dict[str, subprocess.Popen[bytes]],
     workers: int,
     deadline: float,
