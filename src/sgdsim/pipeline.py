@@ -135,8 +135,8 @@ def _predict(
     import math
 
     from sgdsim.simulation import simulate_async_replicated
-    from sgdsim.simulation.async_ps import SERIAL_PULL_POLICIES
     from sgdsim.simulation.bounds import compute_slots, cpu_bound_steps_per_s
+    from sgdsim.simulation.policies import get_policy
 
     sim = config["simulation"]
     gap = workload.rpc_rtt_s + 2 * network.latency_s
@@ -171,7 +171,7 @@ def _predict(
             **kw,
         )
 
-    shared = workers_per_node > 1 or (ps_with_workers and policy in SERIAL_PULL_POLICIES)
+    shared = workers_per_node > 1 or (ps_with_workers and get_policy(policy).serial_pulls)
     slots = compute_slots(workload)
     r = run(slots)
     if shared and ps_with_workers:
