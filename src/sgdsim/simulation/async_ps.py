@@ -1247,6 +1247,7 @@ def simulate_async_replicated(
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     link_quantum_bytes: float = 0.0,
     pull_join_delay_s: float = 0.0,
+    trace: list[TraceRecord] | None = None,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -1258,6 +1259,8 @@ def simulate_async_replicated(
     ``start_offsets_s``: (R, N) start offsets of each replication, seconds,
     instead of seeded random ones (``replications`` is then R; the measured
     validation starts its episodes from the same offsets).
+
+    ``trace``: if given, receives the first replication's trace records.
 
     Returns:
         An :class:`AsyncResult` whose metrics are means over replications
@@ -1295,6 +1298,7 @@ def simulate_async_replicated(
             start_offsets_s=row,
             link_quantum_bytes=link_quantum_bytes,
             pull_join_delay_s=pull_join_delay_s,
+            trace=trace if r == 0 else None,
         )
         for r, row in enumerate(rows)
     ]
