@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from conftest import small_spec
 
-from sgdsim.models import MIN_IMAGE_SIZE, MODEL_NAMES
+from sgdsim.models import MODEL_NAMES, min_image_size
 from sgdsim.profiling import run_profile
 from sgdsim.simulation import Workload
 from sgdsim.traces import normalize_profile
@@ -20,7 +20,7 @@ def profile_and_normalize(tmp: Path, model: str, **kw) -> Path:
     spec = small_spec(
         model=model,
         batch_size=2,
-        image_size=max(32, MIN_IMAGE_SIZE[model]),
+        image_size=max(32, min_image_size(model)),
         warmup_steps=1,
         timed_steps=1,
         timeout_s=600,

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from sgdsim.errors import ConfigError
-from sgdsim.models import MIN_IMAGE_SIZE
+from sgdsim.models import UnknownModelError, check_model_name, min_image_size
 
 
 def check_config(config: dict[str, Any], source: str = "config") -> None:
@@ -21,7 +21,11 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
         if dup:
             raise ConfigError(f"{source}: {key}: duplicate name {dup[0]!r}; names must be unique")
     for i, m in enumerate(config.get("models", [])):
-        size, least = m.get("image_size", 64), MIN_IMAGE_SIZE[m["name"]]
+        try:
+            check_model_name(m["name"])
+        except UnknownModelError as e:
+            raise ConfigError(f"{source}: models[{i}].name: {e}") from None
+        size, least = m.get("image_size", 64), min_image_size(m["name"])
         if size < least:
             raise ConfigError(
                 f"{source}: models[{i}] ({m['name']}): image_size {size} is below the model's "
