@@ -100,6 +100,7 @@ def _predict(
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     episodes: tuple[float, float, int] | None = None,
     pull_join_delay_s: float = 0.0,
+    steady: Any = None,
 ) -> dict[str, Any]:
     """Simulated metrics of one point, capped by the nodes' CPU (flat record).
 
@@ -131,6 +132,9 @@ def _predict(
     ``simulation.steps_per_worker`` steps after ``simulation.warmup_steps``.
     ``pull_join_delay_s``: see :func:`sgdsim.simulation.simulate_async` (the
     testbed's, from :func:`calibrate_testbed_stage`).
+    ``steady``: a :class:`~sgdsim.protocol.SteadyRule`: simulate and score the
+    point as the ``steady`` protocol measures it
+    (:func:`sgdsim.testbed.protocol.simulate_steady`; adds :func:`_steady_columns`).
     """
     import math
 
@@ -140,6 +144,8 @@ def _predict(
 
     sim = config["simulation"]
     gap = workload.rpc_rtt_s + 2 * network.latency_s
+    estimates: list[Any] = []  # the steady-state estimate of the last run
+    sim_log: list[list[float]] = []
 
     def run(slots: float) -> Any:
         kw: dict[str, Any] = {
@@ -153,6 +159,14 @@ def _predict(
             "pull_join_delay_s": pull_join_delay_s,
             **policy_sizes(sim),
         }
+        if steady is not None:
+            from sgdsim.testbed.protocol import simulate_steady
+
+            estimates.clear()
+            sim_log.clear()
+            return simulate_steady(
+                workload, network, workers, steady, estimate=estimates, step_log=sim_log, **kw
+            )
         if episodes is not None and start_offsets_s is not None:
             from sgdsim.testbed.protocol import simulate_episodes
 
@@ -192,7 +206,26 @@ def _predict(
     if bound < r.steps_per_s:
         row["steps_per_s"] = bound
         row["samples_per_s"] = bound * workload.batch_size
+    if steady is not None:
+        est = estimates[-1]
+        row |= _steady_columns(est, [[t - est.start for t in e] for e in sim_log])
     return row
+
+
+def _steady_columns(est: Any, step_ends: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """Columns of a ``steady`` protocol record from its
+    :class:`~sgdsim.protocol.SteadyEstimate` and every worker's step ends in
+    seconds since the window started (negative: warm-up and settling)."""
+    return {
+        "protocol": "steady",
+        "converged": est.converged,
+        "steps_per_s_half_width": est.half_width,
+        "rel_half_width": est.rel_half_width,
+        "window_s": est.window_s,
+        "steps_per_s_windows": list(est.batch_steps_per_s),
+        "steps_in_window": list(est.steps),
+        "step_end_times": [list(e) for e in step_ends],
+    }
 
 
 def simulate_stage(
@@ -332,6 +365,28 @@ def _validation_queue(config: dict[str, Any]) -> str:
     return str(config["validation"].get("queue", DEFAULT_QUEUE))
 
 
+def _validation_buffer(config: dict[str, Any], bandwidth_bps: float) -> int:
+    """Bytes each emulated NIC's queue holds (``validation.buffer_bytes``, or the
+    testbed's default for the rate and MTU: :func:`sgdsim.testbed.netns.tbf_params`)."""
+    from sgdsim.testbed.netns import tbf_params
+
+    buf = config["validation"].get("buffer_bytes")
+    return tbf_params(bandwidth_bps, _validation_mtu(config), buf)[1]
+
+
+def steady_rule(config: dict[str, Any]) -> Any:
+    """The :class:`~sgdsim.protocol.SteadyRule` of ``validation.steady`` (with
+    ``validation.warmup_steps``) when ``validation.protocol`` is ``steady``, else None."""
+    from sgdsim.protocol import SteadyRule
+
+    val = config["validation"]
+    if val.get("protocol", "episodes") != "steady":
+        return None
+    keys = ("settle_s", "min_steps", "rel_half_width", "batches", "confidence", "max_s")
+    given = {k: v for k, v in val.get("steady", {}).items() if k in (*keys, "check_every_s")}
+    return SteadyRule(warmup_steps=int(val.get("warmup_steps", 3)), **given)
+
+
 #: Name of the network a point measured on loopback (no root) is predicted for.
 LOOPBACK_FIT = "loopback (profile fit)"
 
@@ -431,6 +486,8 @@ def measure_stage(
         **_episode_protocol(config, wildcards),
         "mtu": _validation_mtu(config),
         "queue": _validation_queue(config),
+        "buffer_bytes": _validation_buffer(config, float(net["bandwidth_bps"])),
+        "protocol": val.get("protocol", "episodes"),
     }
     why = check_available(need_netem=latency > 0)
     loopback = False
@@ -443,6 +500,10 @@ def measure_stage(
             return
         print(f"[measure] {why}; measuring unshaped on loopback instead", file=sys.stderr)
         loopback = True
+    rule = steady_rule(config)
+    if rule is not None:
+        _measure_steady(row, spec, rule, loopback, why or "", out_path)
+        return
     offsets = validation_offsets(
         config, Workload.load(workload_path), _testbed_network(config, net, tables_dir), wildcards
     )
@@ -460,6 +521,7 @@ def measure_stage(
         mtu=row["mtu"],
         queue=row["queue"],
         start_offsets_s=offsets,
+        buffer_bytes=val.get("buffer_bytes"),
     )
     windows = list(r.steps_per_s_windows)
     row |= {
@@ -478,6 +540,54 @@ def measure_stage(
         "cpu_busy": r.cpu_busy,
         "cpu_steal": r.cpu_steal,
         "shaper_drops": r.drops,
+    }
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
+def _measure_steady(
+    row: dict[str, Any], spec: Any, rule: Any, loopback: bool, reason: str, out_path: str
+) -> None:
+    """Measure one validation point under the ``steady`` protocol
+    (:func:`sgdsim.testbed.run_steady_measurement`) and write its one-row Parquet
+    file: ``row`` (the point's columns) plus the run's, with every step end of
+    every worker (``step_end_times``, s since the window started)."""
+    import statistics
+
+    from sgdsim.testbed import run_steady_measurement
+
+    r = run_steady_measurement(
+        spec,
+        row["workers"],
+        None if loopback else row["bandwidth_bps"],
+        0.0 if loopback else row["latency_s"],
+        rule=rule,
+        loopback=loopback,
+        mtu=row["mtu"],
+        queue=row["queue"],
+        buffer_bytes=row["buffer_bytes"],
+    )
+    assert r.steady is not None
+    batches = list(r.steps_per_s_windows)
+    row |= {
+        "status": "ok",
+        "reason": reason,
+        "loopback": loopback,
+        "steps_per_s": r.steps_per_s,
+        "samples_per_s": r.steps_per_s * spec.batch_size,
+        "steps_per_s_std": statistics.stdev(batches),
+        "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
+        "background_busy": r.background_busy,
+        "cpu_busy": r.cpu_busy,
+        "cpu_steal": r.cpu_steal,
+        "shaper_drops": r.drops,
+        "warmup_s": rule.settle_s,
+        "settle_s": rule.settle_s,
+        "target_rel_half_width": rule.rel_half_width,
+        "batches": rule.batches,
+        "confidence": rule.confidence,
+        "max_s": rule.max_s,
+        **_steady_columns(r.steady, r.step_end_times),
     }
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
@@ -577,6 +687,10 @@ def predict_testbed_stage(
         cal = json.loads(Path(calibration_path).read_text())
         net_cpu = float(cal["network_cpu_s_per_byte"])
         join_delay = float(cal.get("pull_join_delay_s", 0.0))
+    rule = steady_rule(config)
+    if rule is not None:
+        _predict_steady(config, workload, network, net, wildcards, net_cpu, join_delay, out_path)
+        return
     offsets = validation_offsets(config, workload, network, wildcards)
     proto = _episode_protocol(config, wildcards)
     row = {
@@ -603,6 +717,47 @@ def predict_testbed_stage(
             pull_join_delay_s=join_delay,
         ),
         "start_offsets_s": offsets,
+    }
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
+def _predict_steady(
+    config: dict[str, Any],
+    workload: Any,
+    network: Any,
+    net: dict[str, Any],
+    wildcards: dict[str, str],
+    net_cpu: float,
+    join_delay: float,
+    out_path: str,
+) -> None:
+    """:func:`predict_testbed_stage` for the ``steady`` protocol: the simulator run
+    until the measurement's convergence rule holds and scored by it
+    (:func:`_predict` with ``steady``); one-row Parquet file."""
+    workers = int(wildcards["workers"])
+    row = {
+        "model": wildcards["model"],
+        "hardware": wildcards["hardware"],
+        "network": net["name"],
+        "bandwidth_bps": float(net["bandwidth_bps"]),
+        "predicted_bandwidth_Bps": network.bandwidth_Bps,
+        "batch_size": workload.batch_size,
+        "workers_per_node": workers,
+        "network_cpu_s_per_byte": net_cpu,
+        "pull_join_delay_s": join_delay,
+        **_predict(
+            config,
+            workload,
+            network,
+            workers,
+            wildcards["policy"],
+            workers,
+            ps_with_workers=True,
+            network_cpu_s_per_byte=net_cpu,
+            pull_join_delay_s=join_delay,
+            steady=steady_rule(config),
+        ),
     }
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
