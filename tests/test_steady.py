@@ -115,3 +115,67 @@ def test_steady_measurement_stops_when_converged_and_keeps_every_step_end(testbe
         assert e.window_s == pytest.approx(40)
     assert ours() == before
     assert child_processes() == []
+
+
+# ----------------------------------------------------------------- pipeline
+
+
+@pytest.mark.slow
+def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet_profile, tmp_path):
+    import duckdb
+    import yaml
+    from conftest import ROOT
+
+    from sgdsim.pipeline import measure_stage, predict_testbed_stage, publish_stage
+    from sgdsim.traces import normalize_profile
+
+    tables, workload = tmp_path / "tables", tmp_path / "w.json"
+    normalize_profile(lenet_profile, tables, workload)
+    config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    config["validation"] |= {
+        "protocol": "steady",
+        "queue": "fifo",
+        "mtu": 1500,
+        "buffer_bytes": 40_000,
+        "steady": {"settle_s": 1, "min_steps": 20, "max_s": 15, "batches": 10},
+    }
+    point = {"hardware": "cpu", "model": "LeNet5", "network": "100Mbps", "policy": "tf_default"}
+    for n in (1, 2):
+        wc = point | {"workers": str(n)}
+        measure_stage(config, str(workload), str(tables), str(tmp_path / f"m{n}.parquet"), wc)
+        predict_testbed_stage(
+            config, str(workload), str(tables), str(tmp_path / f"p{n}.parquet"), wc
+        )
+    db = tmp_path / "s.duckdb"
+    publish_stage(
+        str(db), [str(tables)], [], config,
+        measurement_files=[str(tmp_path / f"m{n}.parquet") for n in (1, 2)],
+        testbed_prediction_files=[str(tmp_path / f"p{n}.parquet") for n in (1, 2)],
+    )  # fmt: skip
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute(
+        "SELECT workers, protocol, queue, buffer_bytes, mtu, converged, steps_per_s, "
+        "rel_half_width, len(steps_per_s_windows), len(step_end_times), steps_in_window, "
+        "window_s FROM measurements ORDER BY workers"
+    ).fetchall()
+    for n, (w, proto, queue, buf, mtu, conv, rate, rel, b, workers, steps, window) in zip(
+        (1, 2), rows, strict=True
+    ):
+        assert (w, proto, queue, buf, mtu, b, workers) == (n, "steady", "fifo", 40_000, 1500, 10, n)
+        assert rate > 0 and window <= 15 + 1e-6 and len(steps) == n
+        assert conv == (min(steps) >= 20 and rel <= 0.03)
+    pred = con.execute(
+        "SELECT workers, protocol, converged, steps_per_s, len(step_end_times), window_s "
+        "FROM testbed_predictions ORDER BY workers"
+    ).fetchall()
+    assert [(r[0], r[1], r[4]) for r in pred] == [(1, "steady", 1), (2, "steady", 2)]
+    assert all(r[3] > 0 and r[5] <= 15 + 1e-6 for r in pred)
+    # the stored step ends are what the rule scored: rescoring them gives the same rate
+    ends, rate = con.execute(
+        "SELECT step_end_times, sim_steps_per_s FROM testbed_predictions WHERE workers = 2"
+    ).fetchone()
+    rule = SteadyRule(warmup_steps=3, settle_s=1, min_steps=20, max_s=15)
+    again = steady_stop(ends, rule)
+    assert again is not None and again.start == pytest.approx(0.0, abs=1e-9)
+    assert again.steps_per_s == pytest.approx(rate, rel=1e-9)
+    assert con.execute("SELECT count(*) FROM validation").fetchone()[0] == 2

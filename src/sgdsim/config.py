@@ -56,6 +56,12 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
 
 def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[str]]) -> None:
     val = config.get("validation", {})
+    buf, mtu = val.get("buffer_bytes"), val.get("mtu", 9000)
+    if buf is not None and buf < mtu + 14:
+        raise ConfigError(
+            f"{source}: validation.buffer_bytes: {buf} does not hold one frame of MTU {mtu} "
+            f"(MTU + 14 = {mtu + 14} bytes); raise it or set it to null for the default"
+        )
     if not val.get("points"):
         return
     hw = val.get("hardware", "cpu")
@@ -70,12 +76,6 @@ def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[
         raise ConfigError(
             f"{source}: validation.hardware: {hw!r} has ps_tasks > 1, but the testbed runs one "
             "PS; name a hardware entry with ps_tasks: 1"
-        )
-    buf, mtu = val.get("buffer_bytes"), val.get("mtu", 9000)
-    if buf is not None and buf < mtu + 14:
-        raise ConfigError(
-            f"{source}: validation.buffer_bytes: {buf} does not hold one frame of MTU {mtu} "
-            f"(MTU + 14 = {mtu + 14} bytes); raise it or set it to null for the default"
         )
     nets = [n["name"] for n in val.get("networks", [])]
     if not nets:
