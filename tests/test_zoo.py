@@ -223,3 +223,17 @@ def test_unknown_model_names_get_one_line_saying_how_to_find_valid_ones(
         x = tf.zeros((2, 32, 32, 3))
         with pytest.raises(ValueError, match=r"output is the \(batch, 10\) logits"):
             build_model("zoo_builders:wrong_output", x, 10)
+
+
+def test_cli_lists_the_model_names():
+    from click.testing import CliRunner
+
+    from sgdsim.cli import main
+
+    r = CliRunner().invoke(main, ["models"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0] == "defined in sgdsim.models: LeNet5, AlexNet, GoogLeNet, VGG11"
+    keras = lines[1].removeprefix("tf_keras.applications: ").split(", ")
+    assert {"VGG16", "VGG19", "EfficientNetB0", "MobileNetV3Small"} <= set(keras)
+    assert keras == sorted(keras) and "module:function" in lines[2]
