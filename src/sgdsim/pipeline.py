@@ -382,9 +382,7 @@ def steady_rule(config: dict[str, Any]) -> Any:
     val = config["validation"]
     if val.get("protocol", "episodes") != "steady":
         return None
-    keys = ("settle_s", "min_steps", "rel_half_width", "batches", "confidence", "max_s")
-    given = {k: v for k, v in val.get("steady", {}).items() if k in (*keys, "check_every_s")}
-    return SteadyRule(warmup_steps=int(val.get("warmup_steps", 3)), **given)
+    return SteadyRule(warmup_steps=int(val.get("warmup_steps", 3)), **val.get("steady", {}))
 
 
 #: Name of the network a point measured on loopback (no root) is predicted for.
@@ -500,6 +498,7 @@ def measure_stage(
             return
         print(f"[measure] {why}; measuring unshaped on loopback instead", file=sys.stderr)
         loopback = True
+        row["buffer_bytes"] = None  # no shaping, no queue
     rule = steady_rule(config)
     if rule is not None:
         _measure_steady(row, spec, rule, loopback, why or "", out_path)
