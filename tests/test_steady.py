@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import pytest
-from test_testbed import child_processes, lenet, one_tensor_workload, ours, testbed_ok
+from test_testbed import child_processes, lenet, one_tensor_workload, testbed_ok
 
 from sgdsim.protocol import SteadyRule, steady_stop
 from sgdsim.testbed import Testbed
@@ -90,7 +90,6 @@ def test_buffer_bytes_sets_every_shaped_queue_limit(testbed_ok):
 def test_steady_measurement_stops_when_converged_and_keeps_every_step_end(testbed_ok):
     from sgdsim.testbed import run_steady_measurement
 
-    before = ours()
     rule = SteadyRule(warmup_steps=3, settle_s=1.0, min_steps=30, max_s=40, batches=10)
     r = run_steady_measurement(
         lenet(), 2, 100e6, rule=rule, mtu=1500, queue="fifo", buffer_bytes=30_000
@@ -113,7 +112,8 @@ def test_steady_measurement_stops_when_converged_and_keeps_every_step_end(testbe
         assert max(max(t) for t in r.step_end_times) < e.window_s + 10
     else:
         assert e.window_s == pytest.approx(40)
-    assert ours() == before
+    # (namespaces: other testbeds on this machine may come and go meanwhile, so
+    # only this process's own children are checked; Testbed's cleanup has its tests)
     assert child_processes() == []
 
 
