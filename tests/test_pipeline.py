@@ -213,6 +213,14 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
         ({"networks": [{"name": "slow", "bandwidth_bps": 0}]}, "bandwidth_bps"),
         ({"models": [{"name": "InceptionV3", "image_size": 32}]}, "image_size 32 is below"),
         (
+            {"models": [{"name": "no_such_module:build"}]},
+            "models[0].name: model 'no_such_module:build': cannot import module",
+        ),
+        (
+            {"validation": {"buffer_bytes": 1000, "mtu": 1500}},
+            "validation.buffer_bytes: 1000 does not hold one frame",
+        ),
+        (
             {"simulation": {"steps_per_worker": 3, "warmup_steps": 3, "chrome_traces": []}},
             "warmup_steps",
         ),

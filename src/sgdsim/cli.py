@@ -226,6 +226,23 @@ def predict(
     )
 
 
+@main.command()
+def models() -> None:
+    """List the model names models[].name accepts (imports TensorFlow).
+
+    Besides these, a name module:function builds your own model (see
+    docs/models.md).
+    """
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from sgdsim.models import DEFINED_NAMES, keras_application_names
+
+    click.echo("defined in sgdsim.models: " + ", ".join(DEFINED_NAMES))
+    click.echo("tf_keras.applications: " + ", ".join(keras_application_names()))
+    click.echo("your own: module:function (function(inputs, classes) -> tf_keras.Model)")
+
+
 @main.command(name="import")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--model", required=True, help="Name to file the profile under.")

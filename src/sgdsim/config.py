@@ -22,7 +22,7 @@ import jsonschema
 import yaml
 
 from sgdsim.errors import ConfigError
-from sgdsim.models import MIN_IMAGE_SIZE
+from sgdsim.models import UnknownModelError, check_model_name, min_image_size
 
 
 @functools.cache
@@ -84,7 +84,11 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
         if dup:
             raise ConfigError(f"{source}: {key}: duplicate name {dup[0]!r}; names must be unique")
     for i, m in enumerate(config.get("models", [])):
-        size, least = m.get("image_size", 64), MIN_IMAGE_SIZE[m["name"]]
+        try:
+            check_model_name(m["name"])
+        except UnknownModelError as e:
+            raise ConfigError(f"{source}: models[{i}].name: {e}") from None
+        size, least = m.get("image_size", 64), min_image_size(m["name"])
         if size < least:
             raise ConfigError(
                 f"{source}: models[{i}] ({m['name']}): image_size {size} is below the model's "
@@ -115,6 +119,12 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
 
 def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[str]]) -> None:
     val = config.get("validation", {})
+    buf, mtu = val.get("buffer_bytes"), val.get("mtu", 9000)
+    if buf is not None and buf < mtu + 14:
+        raise ConfigError(
+            f"{source}: validation.buffer_bytes: {buf} does not hold one frame of MTU {mtu} "
+            f"(MTU + 14 = {mtu + 14} bytes); raise it or set it to null for the default"
+        )
     if not val.get("points"):
         return
     hw = val.get("hardware", "cpu")

@@ -6,7 +6,7 @@ check_config(config)
 
 wildcard_constraints:
     hardware=r"[A-Za-z0-9_.-]+",
-    model=r"[A-Za-z0-9_.-]+",
+    model=r"[A-Za-z0-9_.:-]+",
     network=r"[A-Za-z0-9_.-]+",
     policy=r"[a-z0-9_]+",
     mode=r"[a-z]+",

@@ -134,8 +134,13 @@ QUEUES = ("fair", "fifo")
 DEFAULT_QUEUE = "fair"
 
 
-def tbf_params(bandwidth_bps: float, mtu: int = DEFAULT_MTU) -> tuple[int, int]:
+def tbf_params(
+    bandwidth_bps: float, mtu: int = DEFAULT_MTU, buffer_bytes: int | None = None
+) -> tuple[int, int]:
     """Token-bucket burst and queue limit, in bytes, for a rate in bit/s and an MTU.
+
+    ``buffer_bytes`` (≥ one frame, ``mtu`` + 14) sets the queue limit; None
+    keeps the default below.
 
     The burst holds 1 ms at the rate but at least two full frames (``mtu`` + 14
     bytes of Ethernet header): a NIC of rate R never sends faster than R, and a
@@ -148,6 +153,12 @@ def tbf_params(bandwidth_bps: float, mtu: int = DEFAULT_MTU) -> tuple[int, int]:
     rate_bytes_s = bandwidth_bps / 8.0
     frame = mtu + 14
     burst = max(2 * frame, int(rate_bytes_s * 0.001))
+    if buffer_bytes is not None:
+        if buffer_bytes < frame:
+            raise ValueError(
+                f"buffer_bytes must hold one frame ({frame} bytes), got {buffer_bytes}"
+            )
+        return burst, int(buffer_bytes)
     limit = max(65536 + frame, int(rate_bytes_s * 0.050))
     return burst, limit
 
@@ -184,11 +195,17 @@ class Testbed:
             (:class:`sgdsim.simulation.link.PSLink`). ``"fifo"``: tbf's single
             50 ms FIFO, where one connection's burst delays every other's
             packets, ACKs of the reverse direction included.
+        buffer_bytes: queue limit of every shaped NIC in bytes (≥ ``mtu`` + 14):
+            of the FIFO with ``queue="fifo"``, of each per-peer queue with
+            ``"fair"``. None: 50 ms at the rate, at least 64 KiB + one frame
+            (:func:`tbf_params`). A switch port's shallow buffer is a few
+            frames to a few ms at the rate; a deep one tens to hundreds of ms.
 
     Raises:
         TestbedUnavailable: :func:`check_available` gave a reason.
         TestbedError: an ``ip``/``tc`` command failed (everything built is removed).
-        ValueError: workers < 1, bandwidth_bps <= 0, latency_s < 0 or an unknown queue.
+        ValueError: workers < 1, bandwidth_bps <= 0, latency_s < 0, an unknown queue
+            or buffer_bytes below one frame.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -201,6 +218,7 @@ class Testbed:
         subnet: int | None = None,
         mtu: int = DEFAULT_MTU,
         queue: str = DEFAULT_QUEUE,
+        buffer_bytes: int | None = None,
     ) -> None:
         if queue not in QUEUES:
             raise ValueError(f"queue must be one of {', '.join(QUEUES)}, got {queue!r}")
@@ -212,6 +230,8 @@ class Testbed:
             raise ValueError(f"latency_s must be >= 0, got {latency_s}")
         if not 68 <= mtu <= 65535:
             raise ValueError(f"mtu must be in 68..65535 bytes, got {mtu}")
+        if bandwidth_bps is not None:
+            tbf_params(bandwidth_bps, mtu, buffer_bytes)  # checks buffer_bytes
         reason = check_available(need_netem=latency_s > 0)
         if reason is not None:
             raise TestbedUnavailable(reason)
@@ -223,6 +243,7 @@ class Testbed:
         self.latency_s = latency_s
         self.mtu = mtu
         self.queue = queue
+        self.buffer_bytes = buffer_bytes
         self.hosts: tuple[str, ...] = ("ps", *(f"w{k}" for k in range(workers)))
         existing = self._list_namespaces()
         while True:
@@ -273,7 +294,7 @@ class Testbed:
             parent = ["parent", "1:1"]
         if self.bandwidth_bps is None:
             return
-        burst, limit = tbf_params(self.bandwidth_bps, self.mtu)
+        burst, limit = tbf_params(self.bandwidth_bps, self.mtu, self.buffer_bytes)
         tbf = ["tbf", "rate", f"{self.bandwidth_bps:.0f}bit", "burst", str(burst)]
         self._cmd([*tc, *parent, "handle", "10:", *tbf, "limit", str(limit)])
         if self.queue == "fair":
@@ -352,6 +373,13 @@ class Testbed:
             self._shape(br, port, 0.0)  # what the host receives
 
     # ------------------------------------------------------------------ queries
+    @property
+    def queue_limit_bytes(self) -> int | None:
+        """Bytes each shaped NIC's queue holds (see ``buffer_bytes``); None unshaped."""
+        if self.bandwidth_bps is None:
+            return None
+        return tbf_params(self.bandwidth_bps, self.mtu, self.buffer_bytes)[1]
+
     def namespace(self, host: str) -> str:
         """Namespace name of ``host`` (``ps`` or ``w<k>``).
 
