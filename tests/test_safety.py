@@ -3,6 +3,7 @@ testbed leftovers, and fuzzing of the parsers (issue 17)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -250,3 +251,116 @@ def test_cli_debug_shows_the_traceback(tmp_path: Path):
 
 def test_query_refused_is_an_sgdsim_error():
     assert issubclass(sandbox.QueryRefused, SgdsimError)
+
+
+# --------------------------------------------------------------------------- atomic outputs
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait(timeout=30)
+    return p.pid
+
+
+def test_atomic_directory_replace_keeps_old_or_new_and_leaves_nothing(tmp_path: Path):
+    from sgdsim.io import atomic_path
+
+    out = tmp_path / "tables"
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        (tmp / "old.parquet").write_text("old")
+    with pytest.raises(RuntimeError), atomic_path(out) as tmp:
+        tmp.mkdir()
+        (tmp / "new.parquet").write_text("half")
+        raise RuntimeError("crash while writing")
+    assert [p.name for p in out.iterdir()] == ["old.parquet"]
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        (tmp / "new.parquet").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["new.parquet"]
+    assert [p.name for p in tmp_path.iterdir()] == ["tables"]
+
+
+def test_atomic_replace_without_renameat2_renames_the_old_one_aside(tmp_path: Path, monkeypatch):
+    from sgdsim import io
+
+    monkeypatch.setattr(io, "_renameat2", lambda: None)
+    renames: list[tuple[str, str]] = []
+    real = os.replace
+    monkeypatch.setattr(
+        io.os, "replace", lambda a, b: (renames.append((Path(a).name, Path(b).name)), real(a, b))
+    )
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "old").write_text("old")
+    with io.atomic_path(out) as tmp:
+        tmp.mkdir()
+        (tmp / "new").write_text("new")
+    pid = os.getpid()
+    assert renames == [("d", f".d.old-{pid}"), (f".d.tmp-{pid}", "d")]
+    assert [p.name for p in tmp_path.iterdir()] == ["d"] and (out / "new").is_file()
+
+
+def test_outputs_and_their_directory_are_fsynced(tmp_path: Path, monkeypatch):
+    from sgdsim import io
+
+    synced: list[str] = []
+    real_open, real_fsync = os.open, os.fsync
+    names: dict[int, str] = {}
+
+    def spy_open(p, flags, *a):
+        fd = real_open(p, flags, *a)
+        names[fd] = Path(p).name
+        return fd
+
+    def spy_fsync(fd):
+        synced.append(names.get(fd, "?"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(io.os, "open", spy_open)
+    monkeypatch.setattr(io.os, "fsync", spy_fsync)
+    with io.atomic_path(tmp_path / "out") as tmp:
+        tmp.mkdir()
+        (tmp / "a.parquet").write_text("a")
+    pid = os.getpid()
+    assert synced.index("a.parquet") < synced.index(f".out.tmp-{pid}")
+    assert synced[-1] == tmp_path.name  # the parent, after the rename
+
+
+def test_a_killed_writer_leaves_a_temporary_the_next_run_removes(tmp_path: Path):
+    from sgdsim.io import atomic_path, remove_stale
+
+    out = tmp_path / "w.json"
+    out.write_text("old")
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from sgdsim.io import atomic_path\n"
+            "with atomic_path(sys.argv[1]) as t:\n"
+            "    t.write_text('half'); print('ready', flush=True); time.sleep(60)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+    live = tmp_path / f".w.json.tmp-{writer.pid}"
+    assert live.is_file() and remove_stale(out) == [] and live.is_file()  # owner alive: kept
+    writer.kill()
+    writer.wait(timeout=30)
+    assert live.is_file() and out.read_text() == "old"
+    with atomic_path(out) as tmp:
+        tmp.write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.json"]
+    assert out.read_text() == "new"
+
+
+def test_a_writer_killed_between_its_renames_gets_the_old_output_back(tmp_path: Path):
+    from sgdsim.io import remove_stale
+
+    dead = _dead_pid()
+    (tmp_path / f".d.old-{dead}").mkdir()
+    (tmp_path / f".d.old-{dead}" / "old").write_text("old")
+    (tmp_path / f".d.tmp-{dead}").mkdir()
+    assert len(remove_stale(tmp_path / "d")) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+    assert (tmp_path / "d" / "old").read_text() == "old"
