@@ -364,3 +364,89 @@ def test_a_writer_killed_between_its_renames_gets_the_old_output_back(tmp_path: 
     assert len(remove_stale(tmp_path / "d")) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
     assert (tmp_path / "d" / "old").read_text() == "old"
+
+
+# --------------------------------------------------------------------------- testbed leftovers
+def _namespaces() -> list[str]:
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
+    return [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.timeout(180)
+def test_a_sigkilled_testbed_run_is_swept_at_the_next_start(tmp_path: Path, monkeypatch):
+    from sgdsim.testbed import netns
+
+    reason = netns.check_available()
+    if reason is not None:
+        pytest.skip(reason)
+    monkeypatch.setenv("SGDSIM_TESTBED_STATE", str(tmp_path / "state"))
+    # a measuring parent: a testbed, a child that dies with it and one that does not
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, time\n"
+            "from sgdsim.testbed.netns import Testbed\n"
+            "tb = Testbed(1)\n"
+            "tb.popen('w0', ['sleep', '171'])\n"
+            "orphan = subprocess.Popen(tb.exec_argv('ps', ['sleep', '172']), "
+            "start_new_session=True)\n"
+            "print(tb.run_id, orphan.pid, flush=True)\n"
+            "time.sleep(120)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        run_id, orphan = parent.stdout.readline().split()
+    finally:
+        parent.kill()  # SIGKILL: no handler, no atexit
+        parent.wait(timeout=30)
+    left = [n for n in _namespaces() if n.startswith(run_id + "-")]
+    assert sorted(left) == sorted(f"{run_id}-{h}" for h in ("br", "ps", "w0"))
+    assert Path(f"/proc/{orphan}").exists()  # the kill left a process in the testbed
+    assert (tmp_path / "state" / f"{run_id}.json").is_file()
+    with netns.Testbed(1) as live:  # the next start sweeps; a live run is left alone
+        assert not [n for n in _namespaces() if n.startswith(run_id + "-")]
+        assert netns.sweep_stale() == []
+        assert all(ns in _namespaces() for ns in live.namespaces)
+        assert [p.name for p in (tmp_path / "state").iterdir()] == [f"{live.run_id}.json"]
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{orphan}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the orphan was SIGKILLed; it is reaped by init
+    stat = Path(f"/proc/{orphan}/stat")
+    assert not stat.exists() or stat.read_text().split(")")[1].split()[0] == "Z"
+    assert list((tmp_path / "state").iterdir()) == []
+    assert not [n for n in _namespaces() if n.startswith(live.run_id)]
+
+
+def test_namespaces_without_a_record_or_of_a_live_owner_are_never_swept(
+    tmp_path: Path, monkeypatch
+):
+    import json
+
+    from sgdsim.testbed import netns
+
+    reason = netns.check_available()
+    if reason is not None:
+        pytest.skip(reason)
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("SGDSIM_TESTBED_STATE", str(state))
+    ns = f"sgd-{os.urandom(3).hex()}-ps"
+    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
+    try:
+        run_id = ns.removesuffix("-ps")
+        assert netns.sweep_stale() == []  # no record: not ours to judge
+        me = os.getpid()
+        (state / f"{run_id}.json").write_text(
+            json.dumps({"run_id": run_id, "pid": me, "start": netns._start_ticks(me)})
+        )
+        assert netns.sweep_stale() == [] and ns in _namespaces()  # owner alive
+        (state / f"{run_id}.json").write_text(
+            json.dumps({"run_id": run_id, "pid": me, "start": 1})  # PID reused since
+        )
+        assert netns.sweep_stale() == [ns] and ns not in _namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
