@@ -450,3 +450,142 @@ def test_namespaces_without_a_record_or_of_a_live_owner_are_never_swept(
         assert netns.sweep_stale() == [ns] and ns not in _namespaces()
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+# --------------------------------------------------------------------------- one-line errors
+def _workload_dict() -> dict:
+    return {
+        "seg_dur_s": [0.01, 0.02],
+        "pull_bytes": [1000.0, 2000.0],
+        "pull_gate": [0, 1],
+        "push_bytes": [1000.0, 2000.0],
+        "push_seg": [1, 0],
+        "push_update_s": [1e-4, 1e-4],
+        "batch_size": 4,
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["-b", "-5"], ["--bandwidth-bps", "-5", "bit/s"]),
+        (["-b", "nan"], ["--bandwidth-bps", "nan"]),
+        (["-b", "inf"], ["--bandwidth-bps", "inf"]),
+        (["-n", "100000"], ["--workers", "100000", "4096"]),
+        (["-n", "0"], ["--workers", "0"]),
+        (["--latency-s", "-1"], ["--latency-s", "-1"]),
+        (["--steps", "1"], ["--steps", "1"]),
+        (["--replications", "0"], ["--replications", "0"]),
+        (["--workers-per-node", "0"], ["--workers-per-node", "0"]),
+        (["--policy", "nope"], ["--policy", "nope"]),
+    ],
+)
+def test_predict_range_checks_are_one_line_in_the_units_typed(
+    tmp_path: Path, args: list[str], words: list[str]
+):
+    import json
+
+    w = tmp_path / "w.json"
+    w.write_text(json.dumps(_workload_dict()))
+    r = sgdsim("predict", "--workload", str(w), *args)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert all(word in lines[0] for word in words), lines[0]
+    assert "0.625" not in lines[0]  # not converted to bytes/s
+
+
+def test_predict_on_a_corrupt_workload_is_one_line(tmp_path: Path):
+    import json
+
+    w = tmp_path / "w.json"
+    for content in ('{"seg_dur_s": [0.01', "[]", json.dumps({**_workload_dict(), "pull_gate": 3})):
+        w.write_text(content)
+        r = sgdsim("predict", "--workload", str(w), "-n", "1")
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and str(w) in lines[0], r.stderr
+        assert "Traceback" not in r.stderr and "normalize" in lines[0]
+    w.write_text(json.dumps(_workload_dict()))
+    ok = sgdsim("predict", "--workload", str(w), "-n", "1", "-n", "2", "--steps", "4")
+    assert ok.returncode == 0 and ok.stdout.count("| 1e+09 |") == 2, ok.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"seg_dur_s": [float("inf")]}, "seg_dur_s"),
+        ({"seg_dur_s": "0.1"}, "seg_dur_s"),
+        ({"pull_gate": [0.5, 1]}, "pull_gate"),
+        ({"pull_bytes": [10**400, 1]}, "pull_bytes"),
+        ({"batch_size": True}, "batch_size"),
+        ({"worker_cpu_s": "fast"}, "worker_cpu_s"),
+        ({"meta": []}, "meta"),
+        ({"push_seg": [5, 0]}, "push_seg"),
+    ],
+)
+def test_workload_fields_are_checked_by_name(change: dict, field: str):
+    from sgdsim.errors import WorkloadError
+    from sgdsim.simulation import Workload
+
+    with pytest.raises(WorkloadError, match=field):
+        Workload.from_dict({**_workload_dict(), **change})
+
+
+def test_a_missing_workload_field_is_named():
+    from sgdsim.errors import WorkloadError
+    from sgdsim.simulation import Workload
+
+    d = _workload_dict()
+    del d["push_update_s"]
+    with pytest.raises(WorkloadError, match="'push_update_s' is missing"):
+        Workload.from_dict(d)
+
+
+def test_check_config_names_the_file_line_and_key(tmp_path: Path):
+    repo = Path(__file__).resolve().parents[1]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 1\nworkers: [1, 2\nmodels:\n  - name: x\n")
+    r = sgdsim("check-config", str(bad), cwd=repo)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert f"{bad}:3:" in lines[0] and "line 2" in lines[0]
+    bad.write_text("workers: [1, -2]\n")
+    r = sgdsim("check-config", str(bad), cwd=repo)
+    assert r.returncode == 1 and "workers[1]: -2 is less than the minimum of 1" in r.stderr
+    ok = sgdsim("check-config", ".test/config.yaml", cwd=repo)
+    assert ok.returncode == 0 and ok.stdout.startswith("ok:"), ok.stderr
+
+
+def test_import_errors_advise_the_import_not_the_profile_stage(tmp_path: Path):
+    empty = tmp_path / "t.pb"
+    empty.write_bytes(b"")
+    for trace, word in ((tmp_path / "none.pb", "not found"), (empty, "empty")):
+        r = sgdsim(
+            "import", str(trace), "--model", "M", "--hardware", "h", "--out", str(tmp_path / "o")
+        )
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and word in lines[0], r.stderr
+        assert "profile stage" not in lines[0] and str(trace) in lines[0]
+
+
+def test_a_stage_failure_is_one_line_in_its_log_and_on_the_console(tmp_path: Path):
+    log = tmp_path / "stage.log"
+    script = (
+        "import sys\n"
+        f"sys.stderr = open({str(log)!r}, 'w', buffering=1)\n"
+        "from sgdsim.errors import TraceError, stage_errors\n"
+        "with stage_errors('normalize'):\n"
+        "    raise TraceError('results/profiles/cpu/M/trace_0.pb: trace file is empty')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    for text in (log.read_text(), r.stderr):
+        lines = text.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error in normalize: results/"), text
+    debug = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SGDSIM_DEBUG": "1"},
+    )
+    assert debug.returncode == 1 and "Traceback" in log.read_text()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,9 @@ class _Group(click.Group):
 
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            e.ctx = None  # one line: the bad option and its range, no usage block
+            raise
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except SgdsimError as e:
@@ -45,10 +48,42 @@ class _Group(click.Group):
 
 
 def _debug(ctx: click.Context) -> bool:
-    return bool(ctx.meta.get("sgdsim.debug")) or os.environ.get("SGDSIM_DEBUG", "") not in (
-        "",
-        "0",
-    )
+    from sgdsim.errors import debug_enabled
+
+    return bool(ctx.meta.get("sgdsim.debug")) or debug_enabled()
+
+
+class _Finite(click.ParamType):
+    """A finite float in [lo, hi] (``lo`` excluded when ``lo_open``), in the units typed."""
+
+    name = "float"
+
+    def __init__(self, lo: float, hi: float = float("inf"), lo_open: bool = False, unit: str = ""):
+        self.lo, self.hi, self.lo_open, self.unit = lo, hi, lo_open, unit
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        low_ok = x > self.lo if self.lo_open else x >= self.lo
+        if not (math.isfinite(x) and low_ok and x <= self.hi):
+            lo = f"> {self.lo:g}" if self.lo_open else f">= {self.lo:g}"
+            hi = f" and <= {self.hi:g}" if math.isfinite(self.hi) else ""
+            self.fail(
+                f"{value} is out of range: needs a finite number {lo}{hi}{self.unit}", param, ctx
+            )
+        return x
+
+
+#: Limits of the numeric options, in the units the user types.
+_BANDWIDTH = _Finite(0.0, 1e15, lo_open=True, unit=" bit/s")
+_LATENCY = _Finite(0.0, 60.0, unit=" s")
+#: The config schema's cap on workers (workflow/schemas/config.schema.yaml).
+_WORKERS = click.IntRange(1, 4096)
+_STEPS = click.IntRange(2, 100_000)
 
 
 @click.group(cls=_Group)
@@ -158,6 +193,40 @@ def tables(db: str, timeout_s: float, memory_limit: str) -> None:
         con.close()
 
 
+@main.command(name="check-config")
+@click.argument("configfiles", nargs=-1, type=click.Path(dir_okay=False))
+@click.option(
+    "--base",
+    default="config/config.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Config the files are merged into (the Snakefile's configfile).",
+)
+@click.option(
+    "--schema",
+    default="workflow/schemas/config.schema.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+)
+def check_config_cmd(configfiles: tuple[str, ...], base: str, schema: str) -> None:
+    """Check config files as `snakemake --configfile FILE` would use them, in one line.
+
+    Names the file, line and column of a YAML syntax error and the key path of
+    an invalid value. Run in the directory holding the Snakefile.
+
+    Example: sgdsim check-config my-cluster.yaml
+    """
+    from sgdsim.config import check_config_files
+
+    config = check_config_files(list(configfiles), base, schema)
+    n = len(config.get("models", [])) * len(config.get("networks", []))
+    click.echo(
+        f"ok: {' + '.join([base, *configfiles])} ({len(config.get('models', []))} models, "
+        f"{len(config.get('networks', []))} networks, {n * len(config.get('workers', []))} "
+        "model x network x workers points per hardware, policy and mode)"
+    )
+
+
 @main.command()
 @click.option(
     "--workload",
@@ -170,18 +239,34 @@ def tables(db: str, timeout_s: float, memory_limit: str) -> None:
     "--bandwidth-bps",
     "-b",
     multiple=True,
-    type=float,
+    type=_BANDWIDTH,
     default=(1e9,),
     show_default=True,
     help="NIC capacity per direction in bit/s; repeat for several networks.",
 )
-@click.option("--latency-s", default=1e-4, show_default=True, help="Per-message latency, s.")
-@click.option("--workers", "-n", multiple=True, type=int, default=(1, 2, 4, 8), show_default=True)
-@click.option("--policy", default="tf_default", show_default=True, help="Transmission policy.")
-@click.option("--workers-per-node", default=1, show_default=True)
-@click.option("--steps", default=20, show_default=True, help="Steps per worker.")
-@click.option("--replications", default=3, show_default=True)
-@click.option("--seed", default=42, show_default=True)
+@click.option(
+    "--latency-s", default=1e-4, type=_LATENCY, show_default=True, help="Per-message latency, s."
+)
+@click.option(
+    "--workers",
+    "-n",
+    multiple=True,
+    type=_WORKERS,
+    default=(1, 2, 4, 8),
+    show_default=True,
+    help="Worker counts (1-4096); repeat for several.",
+)
+@click.option(
+    "--policy",
+    default="tf_default",
+    type=click.Choice(POLICIES),
+    show_default=True,
+    help="Transmission policy.",
+)
+@click.option("--workers-per-node", default=1, type=_WORKERS, show_default=True)
+@click.option("--steps", default=20, type=_STEPS, show_default=True, help="Steps per worker.")
+@click.option("--replications", default=3, type=click.IntRange(1, 1000), show_default=True)
+@click.option("--seed", default=42, type=click.IntRange(0, 2**63 - 1), show_default=True)
 def predict(
     workload_path: str,
     bandwidth_bps: tuple[float, ...],
@@ -255,7 +340,11 @@ def predict(
     "--meta", "meta_path", type=click.Path(dir_okay=False), help="meta.json: step times, batch."
 )
 @click.option(
-    "--batch-size", default=1, show_default=True, help="Samples per step (if not in --meta)."
+    "--batch-size",
+    default=1,
+    type=click.IntRange(1, 1_000_000),
+    show_default=True,
+    help="Samples per step (if not in --meta).",
 )
 @click.option("--out", "out_root", default="results/imported", show_default=True)
 def import_(
@@ -309,11 +398,23 @@ def import_(
     help="Workload JSON written by the normalize stage, e.g. results/workloads/cpu/ResNet50.json "
     "(default: the synthetic ResNet-50 of sgdsim.bench.synthetic_resnet50).",
 )
-@click.option("--bandwidth-bps", default=1e9, show_default=True, help="NIC capacity, bit/s.")
-@click.option("--latency-s", default=1e-4, show_default=True, help="Per-message latency, s.")
-@click.option("--workers", "-n", multiple=True, type=int, default=(1, 8, 64), show_default=True)
-@click.option("--steps", default=50, show_default=True, help="Steps per worker.")
-@click.option("--repeat", default=3, show_default=True, help="Runs per point; the fastest counts.")
+@click.option(
+    "--bandwidth-bps", default=1e9, type=_BANDWIDTH, show_default=True, help="NIC capacity, bit/s."
+)
+@click.option(
+    "--latency-s", default=1e-4, type=_LATENCY, show_default=True, help="Per-message latency, s."
+)
+@click.option(
+    "--workers", "-n", multiple=True, type=_WORKERS, default=(1, 8, 64), show_default=True
+)
+@click.option("--steps", default=50, type=_STEPS, show_default=True, help="Steps per worker.")
+@click.option(
+    "--repeat",
+    default=3,
+    type=click.IntRange(1, 100),
+    show_default=True,
+    help="Runs per point; the fastest counts.",
+)
 @click.option(
     "--policy",
     "-p",
