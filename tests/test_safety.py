@@ -589,3 +589,90 @@ def test_a_stage_failure_is_one_line_in_its_log_and_on_the_console(tmp_path: Pat
         env={**os.environ, "SGDSIM_DEBUG": "1"},
     )
     assert debug.returncode == 1 and "Traceback" in log.read_text()
+
+
+# --------------------------------------------------------------------------- dashboard
+def _start_dashboard(db: Path) -> tuple[subprocess.Popen[bytes], str]:
+    import urllib.request
+
+    from sgdsim.profiling.procs import free_ports, spawn
+
+    (port,) = free_ports(1)
+    root = Path(__file__).resolve().parents[1]
+    proc = spawn(
+        [sys.executable, "-m", "dashboard.app", "--db", str(db), "--port", str(port)],
+        {**os.environ, "PYTHONPATH": str(root)},
+    )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return proc, url
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+def test_dashboard_refuses_a_corrupt_or_foreign_store_at_start(tmp_path: Path, store: Path):
+    root = Path(__file__).resolve().parents[1]
+    bad = tmp_path / "bad.duckdb"
+    bad.write_bytes(b"\0garbage" * 512)
+    foreign = tmp_path / "foreign.duckdb"
+    duckdb.connect(str(foreign)).close()
+    for db, word in ((bad, "not a readable DuckDB file"), (foreign, "not an sgdsim store")):
+        r = subprocess.run(
+            [sys.executable, "-m", "dashboard.app", "--db", str(db), "--port", "9"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=root,
+        )
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and word in lines[0], r.stderr
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+def test_dashboard_says_so_on_the_page_when_the_store_goes_bad(tmp_path: Path, store: Path):
+    import urllib.request
+
+    from sgdsim.profiling.procs import stop
+
+    for exe in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
+        if not Path(exe).exists():
+            pytest.skip(f"{exe} not installed (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    db = tmp_path / "sgdsim.duckdb"
+    db.write_bytes(store.read_bytes())
+    proc, url = _start_dashboard(db)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        opts.add_argument(flag)
+    opts.add_argument(f"--user-data-dir={tmp_path / 'chrome'}")
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    try:
+        driver.set_page_load_timeout(60)
+        driver.get(url)
+        wait = WebDriverWait(driver, 60)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "h2"))
+        assert driver.find_element(By.ID, "store-status").text == ""
+        garbage = tmp_path / "new"
+        garbage.write_bytes(b"\0garbage" * 512)
+        os.replace(garbage, db)  # the store goes bad while the dashboard runs
+        driver.find_element(By.LINK_TEXT, "Policies").click()  # a callback reads the store
+        wait.until(lambda d: "cannot be read" in d.find_element(By.ID, "store-status").text)
+        assert "not a readable DuckDB file" in driver.find_element(By.ID, "store-status").text
+        driver.get(url)  # a fresh load: the message is in the page, not a bare 500
+        wait.until(lambda d: "cannot be read" in d.find_element(By.ID, "store-status").text)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200
+    finally:
+        driver.quit()
+        stop(proc)
