@@ -676,3 +676,292 @@ def test_dashboard_says_so_on_the_page_when_the_store_goes_bad(tmp_path: Path, s
     finally:
         driver.quit()
         stop(proc)
+
+
+# --------------------------------------------------------------------------- fuzzing
+# Each input must give a result or one of sgdsim's own errors, never another exception.
+# Hypothesis reports the inputs tried with --hypothesis-show-statistics.
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FUZZ = settings(
+    max_examples=500,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=12),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=12,
+)
+PS_DEV = "/job:ps/replica:0/task:0/device:CPU:0"
+W_DEV = "/job:worker/replica:0/task:0/device:CPU:0"
+
+
+def _mutate(data: st.DataObject, obj: object, depth: int = 0, pool: tuple[str, ...] = ()) -> object:
+    """``obj`` with one drawn change: a value replaced, a key or item dropped, or a key added.
+
+    Replacements are random JSON or, with ``pool``, one of its strings (names
+    used elsewhere in ``obj``, which makes cross-references go wrong).
+    """
+    values = JSON | st.sampled_from(pool) if pool else JSON
+    if isinstance(obj, dict) and obj and depth < 5:
+        key = data.draw(st.sampled_from(sorted(obj, key=str)))
+        action = data.draw(st.sampled_from(["descend", "replace", "drop", "add"]))
+        out = dict(obj)
+        if action == "descend":
+            out[key] = _mutate(data, obj[key], depth + 1, pool)
+        elif action == "replace":
+            out[key] = data.draw(values)
+        elif action == "drop":
+            del out[key]
+        else:
+            out[data.draw(st.text(max_size=8))] = data.draw(JSON)
+        return out
+    if isinstance(obj, list) and obj and depth < 5:
+        i = data.draw(st.integers(0, len(obj) - 1))
+        action = data.draw(st.sampled_from(["descend", "replace", "drop", "append"]))
+        out_l = list(obj)
+        if action == "descend":
+            out_l[i] = _mutate(data, obj[i], depth + 1, pool)
+        elif action == "replace":
+            out_l[i] = data.draw(values)
+        elif action == "drop":
+            del out_l[i]
+        else:
+            out_l.append(data.draw(JSON))
+        return out_l
+    return data.draw(values)
+
+
+def _mutate_bytes(data: st.DataObject, blob: bytes) -> bytes:
+    b = bytearray(blob)
+    for _ in range(data.draw(st.integers(1, 8))):
+        kind = data.draw(st.sampled_from(["flip", "insert", "delete", "truncate"]))
+        i = data.draw(st.integers(0, max(len(b) - 1, 0)))
+        if kind == "flip" and b:
+            b[i] ^= data.draw(st.integers(1, 255))
+        elif kind == "insert":
+            b[i:i] = data.draw(st.binary(min_size=1, max_size=8))
+        elif kind == "delete" and b:
+            del b[i : i + data.draw(st.integers(1, 16))]
+        elif kind == "truncate":
+            del b[i:]
+    return bytes(b)
+
+
+def _run_metadata(nodes: list[tuple[str, str, str, int, int, int | None]] | None = None):
+    """A RunMetadata of one step of a worker and a PS (TensorFlow's layout, see parse.py)."""
+    from tensorflow.core.protobuf import config_pb2
+
+    md = config_pb2.RunMetadata()
+    if nodes is None:
+        nodes = [
+            (PS_DEV, "w/read", "w/read = ReadVariableOp(w)", 1000, 5, None),
+            (W_DEV, "RecvTensor", f"[1024B] [1Gb/s] edge_1_w/read from {PS_DEV} to {W_DEV}",
+             1010, 40, 1024),
+            (W_DEV, "conv", "conv = Conv2D(x, w/read_S1)", 1060, 300, None),
+            (W_DEV, "grad", "grad = Conv2DBackpropFilter(x, conv)", 1370, 200, None),
+            (PS_DEV, "RecvTensor", f"[1.0KB] [1Gb/s] edge_2_grad from {W_DEV} to {PS_DEV}",
+             1580, 30, 1024),
+            (PS_DEV, "update", "update = ResourceApplyGradientDescent(w, lr, grad_S9)", 1615, 12,
+             None),
+        ]  # fmt: skip
+    devs: dict[str, object] = {}
+    for dev, name, label, start, dur, out_bytes in nodes:
+        d = devs.setdefault(dev, md.step_stats.dev_stats.add(device=dev))
+        ns = d.node_stats.add(  # type: ignore[attr-defined]
+            node_name=name, timeline_label=label, all_start_micros=start, all_end_rel_micros=dur
+        )
+        if out_bytes is not None:
+            ns.output.add().tensor_description.allocation_description.requested_bytes = out_bytes
+    g = md.partition_graphs.add()
+    for name, op, dev, tensor, inputs in (
+        ("w/read_S1", "_Recv", W_DEV, b"edge_1_w/read", []),
+        ("w/read_S0", "_Send", PS_DEV, b"edge_1_w/read", ["w/read"]),
+        ("grad_S9", "_Recv", PS_DEV, b"edge_2_grad", []),
+        ("grad_S8", "_Send", W_DEV, b"edge_2_grad", ["grad"]),
+    ):
+        n = g.node.add(name=name, op=op, device=dev, input=inputs)
+        n.attr["tensor_name"].s = tensor
+        n.attr["send_device"].s = (PS_DEV if tensor == b"edge_1_w/read" else W_DEV).encode()
+        n.attr["recv_device"].s = (W_DEV if tensor == b"edge_1_w/read" else PS_DEV).encode()
+    return md
+
+
+def _parse_all(md) -> None:
+    from sgdsim.traces.parse import parse_step, transfer_records
+
+    st_ = parse_step(md, 0, "fuzz.pb")
+    assert st_.ops.height + st_.transfers.height <= len(md.step_stats.dev_stats[0].node_stats) * 64
+    recorded, expected = transfer_records(md)
+    assert recorded >= 0 and expected >= 0
+
+
+def test_the_synthetic_trace_parses():
+    from sgdsim.traces.parse import parse_step
+
+    st_ = parse_step(_run_metadata(), 0)
+    assert sorted(st_.transfers["direction"].to_list()) == ["pull", "push"]
+    assert st_.transfers["bytes"].to_list() == [1024, 1024]
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_trace_file_bytes(data: st.DataObject, tmp_path_factory: pytest.TempPathFactory):
+    from sgdsim.errors import TraceError
+    from sgdsim.traces.parse import load_run_metadata
+
+    blob = _mutate_bytes(data, _run_metadata().SerializeToString(deterministic=True))
+    path = tmp_path_factory.getbasetemp() / "fuzz-trace.pb"
+    path.write_bytes(blob)
+    try:
+        _parse_all(load_run_metadata(path))
+        event("parsed")
+    except TraceError as e:
+        event("TraceError")
+        assert "fuzz" in str(e)
+
+
+DEVICES = st.sampled_from([PS_DEV, W_DEV, "/job:ps/task:99999999999", W_DEV + "/stream:all", ""])
+LABEL_PARTS = st.sampled_from(
+    [
+        "[1.5MB] ",
+        "[1.2.3KB] ",
+        "[99999999999999999999GB] ",
+        "[1Gb/s] ",
+        "edge_7_x ",
+        "from ",
+        "to ",
+        f"{PS_DEV} ",
+        f"{W_DEV} ",
+        "/job:ps/task:99999999999999999999 ",
+        "n = ",
+        "Op(",
+        "a, ^b:1",
+        ")",
+        "",
+    ]
+)
+
+
+@FUZZ
+@given(
+    nodes=st.lists(
+        st.tuples(
+            DEVICES | st.text(max_size=20),
+            st.sampled_from(["RecvTensor", "conv", "update"]) | st.text(max_size=8),
+            st.lists(LABEL_PARTS | st.text(max_size=6), max_size=8).map("".join),
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-(2**63), 2**63 - 1),
+            st.none() | st.integers(-(2**63), 2**63 - 1),
+        ),
+        max_size=8,
+    )
+)
+def test_fuzz_trace_step_stats(nodes: list) -> None:
+    from sgdsim.errors import TraceError
+
+    try:
+        _parse_all(_run_metadata(nodes))
+        event("parsed")
+    except TraceError as e:
+        event("TraceError")
+        assert "\n" not in str(e)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_workload_loader(data: st.DataObject, tmp_path_factory: pytest.TempPathFactory):
+    import json
+
+    from sgdsim.errors import WorkloadError
+    from sgdsim.simulation import Workload
+
+    d = _workload_dict()
+    for _ in range(data.draw(st.integers(1, 3))):
+        d = _mutate(data, d)  # type: ignore[assignment]
+    try:
+        w = Workload.from_dict(d)
+    except WorkloadError:
+        event("from_dict: WorkloadError")
+    else:
+        event("from_dict: loaded")
+        assert len(w.seg_dur_s) >= 1 and np_all_finite(w.seg_dur_s)
+    path = tmp_path_factory.getbasetemp() / "fuzz-workload.json"
+    path.write_bytes(_mutate_bytes(data, json.dumps(_workload_dict()).encode()))
+    try:
+        Workload.load(str(path))
+        event("load: loaded")
+    except WorkloadError as e:
+        event("load: WorkloadError")
+        assert "fuzz-workload.json" in str(e)
+
+
+def np_all_finite(a) -> bool:
+    import numpy as np
+
+    return bool(np.all(np.isfinite(a)))
+
+
+@pytest.fixture(scope="module")
+def base_config() -> tuple[dict, dict]:
+    from sgdsim.config import load_yaml
+
+    root = Path(__file__).resolve().parents[1]
+    return load_yaml(root / "config/config.yaml"), load_yaml(
+        root / "workflow/schemas/config.schema.yaml"
+    )
+
+
+def _strings(obj: object) -> set[str]:
+    if isinstance(obj, str):
+        return {obj}
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else []
+    return set().union(*(_strings(x) for x in items))
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_config_checker(data: st.DataObject, base_config: tuple[dict, dict]):
+    from sgdsim.config import validate_config
+    from sgdsim.errors import ConfigError
+
+    config, schema = base_config
+    pool = tuple(sorted(_strings(config)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        config = _mutate(data, config, pool=pool)  # type: ignore[assignment]
+    try:
+        validate_config(config, schema, "fuzz.yaml")
+        event("valid")
+    except ConfigError as e:
+        event(
+            "ConfigError (schema)"
+            if "see config/README.md" in str(e)
+            else "ConfigError (relations)"
+        )
+        assert str(e).startswith("fuzz.yaml") and "\n" not in str(e)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_config_file_text(
+    data: st.DataObject, base_config: tuple[dict, dict], tmp_path_factory: pytest.TempPathFactory
+):
+    from sgdsim.config import load_yaml, validate_config
+    from sgdsim.errors import ConfigError
+
+    root = Path(__file__).resolve().parents[1]
+    path = tmp_path_factory.getbasetemp() / "fuzz-config.yaml"
+    path.write_bytes(_mutate_bytes(data, (root / ".test/config.yaml").read_bytes()))
+    try:
+        validate_config(load_yaml(path), base_config[1], str(path))
+        event("valid")
+    except ConfigError as e:
+        event("ConfigError (YAML)" if "YAML" in str(e) else "ConfigError (content)")
+        assert str(path) in str(e)
