@@ -984,3 +984,18 @@ def test_fuzz_config_file_text(
     except ConfigError as e:
         event("ConfigError (YAML)" if "YAML" in str(e) else "ConfigError (content)")
         assert str(path) in str(e)
+
+
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        (["--timeout-s", "nan"], "--timeout-s"),
+        (["--timeout-s", "0"], "--timeout-s"),
+        (["--memory-limit", "lots"], "--memory-limit"),
+        (["--max-rows", "0"], "--max-rows"),
+    ],
+)
+def test_query_limits_are_range_checked(store: Path, args: list[str], word: str):
+    r = sgdsim("query", "--db", str(store), *args, "SELECT 1")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and word in lines[0], r.stderr

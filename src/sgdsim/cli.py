@@ -107,7 +107,7 @@ _SANDBOX_OPTIONS = (
         "--timeout-s",
         default=10.0,
         show_default=True,
-        type=click.FloatRange(min=0, min_open=True, max=86400),
+        type=_Finite(0.0, 86400.0, lo_open=True, unit=" s"),
         help="Stop a statement after this many seconds.",
     ),
     click.option(
