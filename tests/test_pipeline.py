@@ -292,7 +292,7 @@ def test_truncated_trace_stops_normalize_and_leaves_no_partial_output(
     r = snakemake(wd, "--cores", "2", "--configfile", ".test/config.yaml")
     assert r.returncode != 0
     log = (wd / "results" / "logs" / "normalize" / "cpu" / "LeNet5.log").read_text()
-    assert "trace_0.pb" in log and "TraceError" in log
+    assert "trace_0.pb" in log and "error in normalize" in log and "Traceback" not in log
     assert not (wd / "results" / "workloads" / "cpu" / "LeNet5.json").exists()
     assert not (wd / "results" / "tables" / "cpu" / "LeNet5").exists()
     assert not (wd / "results" / "sgdsim.duckdb").exists()
@@ -363,7 +363,7 @@ def test_cli_query_prints_a_table(tiny_run: Path):
         timeout=120,
     )
     assert r.returncode == 0, r.stderr
-    assert "speedup" in r.stdout and "│" in r.stdout
+    assert "| workers | speedup |" in r.stdout
     bad = subprocess.run(
         [sys.executable, "-m", "sgdsim.cli", "query", "--db", str(db), "SELECT * FROM nope"],
         capture_output=True,

@@ -3,68 +3,229 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
+import duckdb
 
 from sgdsim.simulation import POLICIES
 
 
-@click.group()
+class _Group(click.Group):
+    """Turns the errors sgdsim raises on purpose into one line and exit code 1.
+
+    Other exceptions give one line and exit code 2 with a pointer to
+    ``--debug`` (or ``SGDSIM_DEBUG=1``), which shows the full traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from sgdsim.errors import SgdsimError
+
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            e.ctx = None  # one line: the bad option and its range, no usage block
+            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except SgdsimError as e:
+            if _debug(ctx):
+                raise
+            raise click.ClickException(str(e)) from e
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:
+            if _debug(ctx):
+                raise
+            click.echo(
+                f"Error: unexpected {type(e).__name__}: {e}; rerun with --debug "
+                "(sgdsim --debug ...) for the traceback and report it",
+                err=True,
+            )
+            ctx.exit(2)
+
+
+def _debug(ctx: click.Context) -> bool:
+    from sgdsim.errors import debug_enabled
+
+    return bool(ctx.meta.get("sgdsim.debug")) or debug_enabled()
+
+
+class _Finite(click.ParamType):
+    """A finite float in [lo, hi] (``lo`` excluded when ``lo_open``), in the units typed."""
+
+    name = "float"
+
+    def __init__(self, lo: float, hi: float = float("inf"), lo_open: bool = False, unit: str = ""):
+        self.lo, self.hi, self.lo_open, self.unit = lo, hi, lo_open, unit
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        low_ok = x > self.lo if self.lo_open else x >= self.lo
+        if not (math.isfinite(x) and low_ok and x <= self.hi):
+            lo = f"> {self.lo:g}" if self.lo_open else f">= {self.lo:g}"
+            hi = f" and <= {self.hi:g}" if math.isfinite(self.hi) else ""
+            self.fail(
+                f"{value} is out of range: needs a finite number {lo}{hi}{self.unit}", param, ctx
+            )
+        return x
+
+
+#: Limits of the numeric options, in the units the user types.
+_BANDWIDTH = _Finite(0.0, 1e15, lo_open=True, unit=" bit/s")
+_LATENCY = _Finite(0.0, 60.0, unit=" s")
+#: The config schema's cap on workers (workflow/schemas/config.schema.yaml).
+_WORKERS = click.IntRange(1, 4096)
+_STEPS = click.IntRange(2, 100_000)
+
+
+@click.group(cls=_Group)
 @click.version_option(package_name="sgdsim")
-def main() -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show the Python traceback of an error (also: SGDSIM_DEBUG=1).",
+)
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """sgdsim: distributed SGD throughput predicted from one worker's trace."""
+    ctx.meta["sgdsim.debug"] = debug
+
+
+_DB_OPTION = click.option(
+    "--db", default="results/sgdsim.duckdb", show_default=True, help="DuckDB store to query."
+)
+_SANDBOX_OPTIONS = (
+    click.option(
+        "--timeout-s",
+        default=10.0,
+        show_default=True,
+        type=_Finite(0.0, 86400.0, lo_open=True, unit=" s"),
+        help="Stop a statement after this many seconds.",
+    ),
+    click.option(
+        "--memory-limit",
+        default="1GB",
+        show_default=True,
+        help="Memory a statement may use (DuckDB size: 512MB, 2GB); nothing spills to disk.",
+    ),
+)
+
+
+def _sandbox_options(f: Any) -> Any:
+    for option in reversed(_SANDBOX_OPTIONS):
+        f = option(f)
+    return _DB_OPTION(f)
+
+
+def _open_store(db: str, memory_limit: str) -> duckdb.DuckDBPyConnection:
+    from sgdsim.sandbox import connect
+
+    try:
+        return connect(db, memory_limit=memory_limit)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--memory-limit") from e
 
 
 @main.command()
 @click.argument("sql")
+@_sandbox_options
 @click.option(
-    "--db", default="results/sgdsim.duckdb", show_default=True, help="DuckDB store to query."
+    "--max-rows",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1, max=1_000_000),
+    help="Rows to print at most.",
 )
-@click.option("--max-rows", default=100, show_default=True, help="Rows to print at most.")
-def query(sql: str, db: str, max_rows: int) -> None:
-    """Run SQL against the store (read-only) and print the result as a table.
+def query(sql: str, db: str, timeout_s: float, memory_limit: str, max_rows: int) -> None:
+    """Run ONE read-only SQL statement against the store and print the result as a table.
+
+    The store is opened in a sandbox: no files, URLs, other databases or
+    extensions are reachable, settings are locked, and each statement runs
+    under --timeout-s and --memory-limit (see docs/query.md).
 
     Example: sgdsim query "SELECT * FROM scaling WHERE network = '1Gbps'"
     """
-    import duckdb
+    from sgdsim.reports import markdown_table
+    from sgdsim.sandbox import run
 
-    from sgdsim.store import connect_read_only
-
+    con = _open_store(db, memory_limit)
     try:
-        con = connect_read_only(db)
-    except FileNotFoundError as e:
-        raise click.ClickException(str(e)) from e
-    try:
-        rel = con.sql(sql)
-        if rel is None:
-            return
-        rel.show(max_rows=max_rows, max_width=250)
+        columns, rows = run(con, sql, timeout_s=timeout_s, max_rows=max_rows + 1)
     except duckdb.Error as e:
-        raise click.ClickException(f"query failed: {e}") from e
+        raise click.ClickException(f"query failed: {str(e).strip().splitlines()[0]}") from e
+    finally:
+        con.close()
+    click.echo(markdown_table(columns, rows[:max_rows]))
+    if len(rows) > max_rows:
+        click.echo(f"(first {max_rows} rows shown; raise --max-rows or add LIMIT/WHERE)")
+
+
+@main.command()
+@_sandbox_options
+def tables(db: str, timeout_s: float, memory_limit: str) -> None:
+    """List the store's tables and views with their row counts."""
+    from sgdsim.sandbox import run
+
+    con = _open_store(db, memory_limit)
+    try:
+        _, names = run(
+            con,
+            "SELECT table_name, table_type FROM information_schema.tables "
+            "ORDER BY table_type, table_name",
+            timeout_s=timeout_s,
+        )
+        for name, kind in names:
+            _, n = run(con, f'SELECT count(*) FROM "{name}"', timeout_s=timeout_s)
+            click.echo(f"{name:<20} {kind.lower():<10} {n[0][0] if n else 0:>10,} rows")
+    except duckdb.Error as e:
+        raise click.ClickException(
+            f"reading the store failed: {str(e).strip().splitlines()[0]}"
+        ) from e
     finally:
         con.close()
 
 
-@main.command()
-@click.option("--db", default="results/sgdsim.duckdb", show_default=True)
-def tables(db: str) -> None:
-    """List the store's tables and views with their row counts."""
-    from sgdsim.store import connect_read_only
+@main.command(name="check-config")
+@click.argument("configfiles", nargs=-1, type=click.Path(dir_okay=False))
+@click.option(
+    "--base",
+    default="config/config.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Config the files are merged into (the Snakefile's configfile).",
+)
+@click.option(
+    "--schema",
+    default="workflow/schemas/config.schema.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+)
+def check_config_cmd(configfiles: tuple[str, ...], base: str, schema: str) -> None:
+    """Check config files as `snakemake --configfile FILE` would use them, in one line.
 
-    try:
-        con = connect_read_only(db)
-    except FileNotFoundError as e:
-        raise click.ClickException(str(e)) from e
-    for name, kind in con.execute(
-        "SELECT table_name, table_type FROM information_schema.tables "
-        "ORDER BY table_type, table_name"
-    ).fetchall():
-        n = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
-        click.echo(f"{name:<14} {kind.lower():<10} {n[0] if n else 0:>10,} rows")
-    con.close()
+    Names the file, line and column of a YAML syntax error and the key path of
+    an invalid value. Run in the directory holding the Snakefile.
+
+    Example: sgdsim check-config my-cluster.yaml
+    """
+    from sgdsim.config import check_config_files
+
+    config = check_config_files(list(configfiles), base, schema)
+    n = len(config.get("models", [])) * len(config.get("networks", []))
+    click.echo(
+        f"ok: {' + '.join([base, *configfiles])} ({len(config.get('models', []))} models, "
+        f"{len(config.get('networks', []))} networks, {n * len(config.get('workers', []))} "
+        "model x network x workers points per hardware, policy and mode)"
+    )
 
 
 def _network_default(key: str) -> Any:
@@ -75,28 +236,17 @@ def _network_default(key: str) -> Any:
 
 def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     """The :class:`~sgdsim.simulation.point.SimParams` of a config file (or of the
-    schema's defaults), with the options the user gave on top."""
-    import yaml
+    schema's defaults), with the options the user gave on top.
 
-    from sgdsim.config import defaults, with_defaults
-    from sgdsim.errors import ConfigError
+    Raises:
+        ConfigError: the file is not valid YAML or not a valid config (one line).
+    """
+    from sgdsim.config import defaults, load_yaml, with_defaults
     from sgdsim.simulation.point import SimParams
 
-    config = defaults()
-    if configfile is not None:
-        try:
-            loaded = yaml.safe_load(Path(configfile).read_text()) or {}
-        except yaml.YAMLError as e:
-            raise click.ClickException(f"{configfile}: not valid YAML: {e}") from e
-        try:
-            config = with_defaults(loaded, configfile)
-        except ConfigError as e:
-            raise click.ClickException(str(e)) from e
+    config = defaults() if configfile is None else with_defaults(load_yaml(configfile), configfile)
     given = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return SimParams.from_config(config, **given)
-    except ValueError as e:
-        raise click.ClickException(str(e)) from e
+    return SimParams.from_config(config, **given)
 
 
 @main.command()
@@ -111,7 +261,7 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     "--bandwidth-bps",
     "-b",
     multiple=True,
-    type=click.FloatRange(min=1e3, max=1e13),
+    type=_BANDWIDTH,
     default=(1e9,),
     show_default=True,
     help="NIC rate per direction in bit/s (as on a data sheet: framing is "
@@ -121,16 +271,17 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     "--latency-s",
     default=lambda: _network_default("latency_s"),
     show_default="the config schema's networks[].latency_s",
-    type=click.FloatRange(min=0, max=10),
+    type=_LATENCY,
     help="Per-message latency, s.",
 )
 @click.option(
     "--workers",
     "-n",
     multiple=True,
-    type=click.IntRange(min=1, max=4096),
+    type=_WORKERS,
     default=(1, 2, 4, 8),
     show_default=True,
+    help="Worker counts (1-4096); repeat for several.",
 )
 @click.option("--policy", default="tf_default", show_default=True, type=click.Choice(POLICIES))
 @click.option(
@@ -140,10 +291,10 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     help="Take seed and simulation settings from this config (default: the schema's "
     "defaults, as config/config.yaml leaves them).",
 )
-@click.option("--workers-per-node", type=click.IntRange(min=1), default=None)
-@click.option("--steps", type=click.IntRange(min=2), default=None, help="Steps per worker.")
-@click.option("--replications", type=click.IntRange(min=1), default=None)
-@click.option("--seed", type=click.IntRange(min=0), default=None)
+@click.option("--workers-per-node", type=_WORKERS, default=None)
+@click.option("--steps", type=_STEPS, default=None, help="Steps per worker.")
+@click.option("--replications", type=click.IntRange(1, 1000), default=None)
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON record per point (every column)."
 )
@@ -251,7 +402,11 @@ def models() -> None:
     "--meta", "meta_path", type=click.Path(dir_okay=False), help="meta.json: step times, batch."
 )
 @click.option(
-    "--batch-size", default=1, show_default=True, help="Samples per step (if not in --meta)."
+    "--batch-size",
+    default=1,
+    type=click.IntRange(1, 1_000_000),
+    show_default=True,
+    help="Samples per step (if not in --meta).",
 )
 @click.option("--out", "out_root", default="results/imported", show_default=True)
 def import_(
@@ -305,11 +460,23 @@ def import_(
     help="Workload JSON written by the normalize stage, e.g. results/workloads/cpu/ResNet50.json "
     "(default: the synthetic ResNet-50 of sgdsim.bench.synthetic_resnet50).",
 )
-@click.option("--bandwidth-bps", default=1e9, show_default=True, help="NIC capacity, bit/s.")
-@click.option("--latency-s", default=1e-4, show_default=True, help="Per-message latency, s.")
-@click.option("--workers", "-n", multiple=True, type=int, default=(1, 8, 64), show_default=True)
-@click.option("--steps", default=50, show_default=True, help="Steps per worker.")
-@click.option("--repeat", default=3, show_default=True, help="Runs per point; the fastest counts.")
+@click.option(
+    "--bandwidth-bps", default=1e9, type=_BANDWIDTH, show_default=True, help="NIC capacity, bit/s."
+)
+@click.option(
+    "--latency-s", default=1e-4, type=_LATENCY, show_default=True, help="Per-message latency, s."
+)
+@click.option(
+    "--workers", "-n", multiple=True, type=_WORKERS, default=(1, 8, 64), show_default=True
+)
+@click.option("--steps", default=50, type=_STEPS, show_default=True, help="Steps per worker.")
+@click.option(
+    "--repeat",
+    default=3,
+    type=click.IntRange(1, 100),
+    show_default=True,
+    help="Runs per point; the fastest counts.",
+)
 @click.option(
     "--policy",
     "-p",

@@ -1,7 +1,7 @@
 from sgdsim.config import check_config
 from sgdsim.store import imported_tables_dirs
 
-check_config(config)
+check_config(config, "config (" + " + ".join(map(str, workflow.configfiles)) + ")")
 
 
 wildcard_constraints:
