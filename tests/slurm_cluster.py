@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from sgdsim.profiling.procs import free_ports, spawn, stop
 
 #: Debian programs the cluster needs (packages slurm-wlm and munge).
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scancel", "scontrol")
@@ -37,17 +39,13 @@ def unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _real_memory_mb() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) // 1024
-    raise RuntimeError("/proc/meminfo has no MemTotal")
+def node_hardware() -> dict[str, str]:
+    """This machine as slurmd sees it (``slurmd -C``): CPUs, SocketsPerBoard,
+    CoresPerSocket, ThreadsPerCore, RealMemory (MB), ... as strings."""
+    out = subprocess.run(
+        ["slurmd", "-C"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
 
 SLURM_CONF = """\
@@ -73,10 +71,11 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 # no slurmdbd: sacct has no data, the executor polls with squeue, which
-# lists finished jobs for MinJobAge seconds
+# lists finished jobs for MinJobAge seconds (the executor needs >= 120; the
+# test checks every job of the run, so none may be purged before it ends)
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-MinJobAge=300
+MinJobAge=3600
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
@@ -84,14 +83,15 @@ MpiDefault=none
 ReturnToService=2
 KillWait=5
 InactiveLimit=0
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN
+NodeName=localhost NodeAddr=127.0.0.1 State=UNKNOWN {hardware}
 PartitionName={partition} Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """
 
 
 class SlurmCluster:
-    """One node (``localhost``, this machine's CPUs and memory), one partition
-    (:data:`PARTITION`), munged + slurmctld + slurmd in ``workdir``.
+    """One node (``localhost``: this machine's CPUs and memory as ``slurmd -C``
+    finds them), one partition (:data:`PARTITION`), munged + slurmctld +
+    slurmd in ``workdir``.
 
     Raises:
         RuntimeError: a daemon did not start, or the node did not become idle
@@ -100,9 +100,9 @@ class SlurmCluster:
 
     def __init__(self, workdir: Path, timeout_s: float = 60.0) -> None:
         self.dir = workdir
-        self.cpus = os.cpu_count() or 1
-        self.mem_mb = _real_memory_mb()
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.hw = node_hardware()
+        self.cpus = int(self.hw["CPUs"])
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.conf = self.dir / "slurm.conf"
         self.bin = self.dir / "bin"
         self.env = {
@@ -117,10 +117,8 @@ class SlurmCluster:
             raise
 
     def _spawn(self, *argv: str) -> None:
-        log = (self.dir / f"{Path(argv[0]).name}.out").open("wb")
-        self.procs.append(
-            subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
-        )
+        # in its own process group, killed if this process dies
+        self.procs[Path(argv[0]).name] = spawn(argv, self.env)
 
     def _start(self, timeout_s: float) -> None:
         for sub in ("state", "spool", "bin"):
@@ -145,13 +143,22 @@ class SlurmCluster:
             f"--seed-file={self.dir / 'munged.seed'}",
         )
         self._wait(lambda: (self.dir / "munge.socket").exists(), 10, "munged socket")
+        ctld_port, d_port = free_ports(2)
         self.conf.write_text(
             SLURM_CONF.format(
                 dir=self.dir,
-                ctld_port=_free_port(),
-                d_port=_free_port(),
-                cpus=self.cpus,
-                mem_mb=self.mem_mb,
+                ctld_port=ctld_port,
+                d_port=d_port,
+                hardware=" ".join(
+                    f"{k}={self.hw[k]}"
+                    for k in (
+                        "CPUs",
+                        "SocketsPerBoard",
+                        "CoresPerSocket",
+                        "ThreadsPerCore",
+                        "RealMemory",
+                    )
+                ),
                 partition=PARTITION,
             )
         )
@@ -165,14 +172,14 @@ class SlurmCluster:
         r = self.run("sinfo", "--noheader", "--format=%T", check=False)
         return r.returncode == 0 and r.stdout.strip().rstrip("*") == "idle"
 
-    def _wait(self, ready: object, timeout_s: float, what: str) -> None:
+    def _wait(self, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if ready():  # type: ignore[operator]
+            if ready():
                 return
-            for p in self.procs:
+            for name, p in self.procs.items():
                 if p.poll() is not None:
-                    raise RuntimeError(f"{p.args[0]} exited ({p.returncode}):\n{self.logs()}")
+                    raise RuntimeError(f"{name} exited ({p.returncode}):\n{self.logs()}")
             time.sleep(0.5)
         raise RuntimeError(f"timed out after {timeout_s:.0f} s waiting for {what}:\n{self.logs()}")
 
@@ -185,7 +192,7 @@ class SlurmCluster:
     def logs(self, tail: int = 40) -> str:
         """The last ``tail`` lines of each daemon's log."""
         out = []
-        for f in sorted(self.dir.glob("*.log")) + sorted(self.dir.glob("*.out")):
+        for f in sorted(self.dir.glob("*.log")):
             lines = f.read_text(errors="replace").splitlines()[-tail:]
             out.append(f"== {f.name}\n" + "\n".join(lines))
         return "\n".join(out)
@@ -198,7 +205,7 @@ class SlurmCluster:
     def stop(self) -> None:
         """Cancel every job, wait for them to end (≤ 30 s), stop the daemons and
         remove the directory."""
-        if self.conf.exists() and self.procs and all(p.poll() is None for p in self.procs):
+        if self.conf.exists() and self.procs and all(p.poll() is None for p in self.procs.values()):
             self.run("scancel", "--user=root", check=False)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
@@ -206,13 +213,7 @@ class SlurmCluster:
                 if not any(s in ("PENDING", "RUNNING", "COMPLETING") for s in states):
                     break
                 time.sleep(1)
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(timeout=5)
+        for p in reversed(self.procs.values()):
+            stop(p, grace_s=10.0)
         self.procs.clear()
         shutil.rmtree(self.dir, ignore_errors=True)

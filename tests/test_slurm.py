@@ -104,7 +104,7 @@ def test_tiny_pipeline_on_slurm_equals_the_local_run(
         "--configfile",
         "slurm.yaml",
         "--verbose",
-        # no slurmdbd: poll with squeue (MinJobAge=300 keeps finished jobs listed)
+        # no slurmdbd: poll with squeue (MinJobAge keeps finished jobs listed)
         "--slurm-status-command",
         "squeue",
         "--slurm-init-seconds-before-status-checks",
