@@ -421,13 +421,19 @@ def test_hardware_resources_reach_the_profile_job(tmp_path: Path):
     wd = copy_workflow(tmp_path)
     cfg = tiny_config()
     cfg["hardware"] = [
-        {"name": "v100", "device": "gpu", "resources": {"mem_mb": 16000, "runtime": 90, "gpu": 1}}
+        {"name": "v100", "device": "gpu", "resources": {"mem_mb": 16000, "runtime": 90, "gpu": 1}},
+        {"name": "a100", "device": "gpu", "resources": {"gpu": 2, "gres": "gpu:a100:2"}},
     ]
     cfg["simulation"]["chrome_traces"] = []
     cfg["validation"]["points"] = []  # the validation profiles hardware cpu, absent here
     (wd / "gpu.yaml").write_text(yaml.safe_dump(cfg))
-    r = snakemake(wd, "--cores", "8", "--configfile", "gpu.yaml", "-n", "--resources", "gpu=1")
+    r = snakemake(wd, "--cores", "8", "--configfile", "gpu.yaml", "-n", "--resources", "gpu=2")
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
-    line = next(x for x in out.splitlines() if "gpu=1" in x and "resources:" in x)
-    assert "runtime=90" in line and "mem_mb=16000" in line
+    lines = [x for x in out.splitlines() if "resources:" in x and "gpu=" in x]
+    (v100,) = [x for x in lines if "gpu=1" in x]
+    assert "runtime=90" in v100 and "mem_mb=16000" in v100
+    # the SLURM executor asks for GPUs by GRES (--gres): gpu:N, or the entry's own
+    assert "gres=gpu:1," in v100
+    (a100,) = [x for x in lines if "gpu=2" in x]
+    assert "gres=gpu:a100:2," in a100

@@ -54,6 +54,12 @@ def chrome_trace_files():
     ]
 
 
+def node_cores(wildcards):
+    """Threads of a job that must run alone on its machine: all of --cores
+    (on a cluster, the profile's cores of one node; 1 when not given)."""
+    return workflow.resource_settings.cores or 1
+
+
 def _hardware_resources(wildcards):
     entry = next(h for h in config["hardware"] if h["name"] == wildcards.hardware)
     return entry.get("resources", {})
@@ -72,6 +78,13 @@ def profile_runtime(wildcards):
 def profile_gpu(wildcards):
     """GPUs of a profile job, from its hardware entry."""
     return _hardware_resources(wildcards).get("gpu", 0)
+
+
+def profile_gres(wildcards):
+    """SLURM GRES of a profile job: the hardware entry's gres, else gpu:N for its N GPUs."""
+    res = _hardware_resources(wildcards)
+    gpus = res.get("gpu", 0)
+    return res.get("gres") or (f"gpu:{gpus}" if gpus else "")
 
 
 from sgdsim.config import validation_points

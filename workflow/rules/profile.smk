@@ -6,10 +6,11 @@ rule profile:
         "results/logs/profile/{hardware}/{model}.log",
     conda:
         "../../environment.yml"
-    threads: workflow.cores  # alone on the node: other jobs would skew the timings
+    threads: node_cores  # alone on the node: other jobs would skew the timings
     resources:
         mem_mb=profile_mem_mb,
         runtime=profile_runtime,
         gpu=profile_gpu,
+        gres=profile_gres,
     script:
         "../scripts/profile.py"

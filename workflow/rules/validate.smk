@@ -9,7 +9,7 @@ rule measure:
         "results/logs/measure/{hardware}/{model}/{network}/{policy}/w{workers}.log",
     conda:
         "../../environment.yml"
-    threads: workflow.cores  # alone on the node: every testbed host shares its cores
+    threads: node_cores  # alone on the node: every testbed host shares its cores
     resources:
         mem_mb=8000,
         runtime=20,
@@ -25,7 +25,7 @@ rule calibrate_testbed:
         "results/logs/calibrate_testbed/{network}.log",
     conda:
         "../../environment.yml"
-    threads: workflow.cores  # alone on the node: it reads the machine's CPU counters
+    threads: node_cores  # alone on the node: it reads the machine's CPU counters
     resources:
         mem_mb=1000,
         runtime=5,

@@ -312,18 +312,23 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "pull_join_delay_s": 0.0,
         }
     else:
-        r = network_cpu_per_byte(
-            float(net["bandwidth_bps"]),
-            mtu=_validation_mtu(config),
-            queue=_validation_queue(config),
-        )
-        hw = entry(config, "hardware", config["validation"]["hardware"])
-        race = pull_join_delay(
-            float(net["bandwidth_bps"]),
-            mtu=_validation_mtu(config),
-            queue=_validation_queue(config),
-            threads=int(hw["inter_op_threads"]),
-        )
+        from sgdsim.progress import progress
+
+        with progress(desc=f"[calibrate] {net['name']}", total=2, unit="calibration") as done:
+            r = network_cpu_per_byte(
+                float(net["bandwidth_bps"]),
+                mtu=_validation_mtu(config),
+                queue=_validation_queue(config),
+            )
+            done.update()
+            hw = entry(config, "hardware", config["validation"]["hardware"])
+            race = pull_join_delay(
+                float(net["bandwidth_bps"]),
+                mtu=_validation_mtu(config),
+                queue=_validation_queue(config),
+                threads=int(hw["inter_op_threads"]),
+            )
+            done.update()
         row |= {
             "status": "ok",
             "reason": "",

@@ -16,6 +16,7 @@ from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
+from sgdsim.progress import progress
 
 #: Files a complete profile directory holds besides ``trace_{k}.pb``.
 PROFILE_FILES = ("meta.json", "variables.json")
@@ -57,8 +58,7 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
             _run_once(spec, tmp)
         else:
             dirs = [tmp / f"run_{r}" for r in range(spec.runs)]
-            for r, d in enumerate(dirs):
-                print(f"[profile] run {r + 1}/{spec.runs}", file=sys.stderr, flush=True)
+            for d in progress(dirs, desc=f"[profile] {spec.model} runs", unit="run"):
                 d.mkdir()
                 _run_once(spec, d)
             merge_runs(dirs, tmp)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sgdsim.profiling.spec import ProfileSpec
+from sgdsim.progress import progress, write_line
 from sgdsim.traces.parse import transfer_records
 
 #: Session calls that fetch one small tensor from the PS, timed after the steps.
@@ -36,7 +37,7 @@ TRACE_ATTEMPTS = 3
 
 
 def log(msg: str) -> None:
-    print(f"[profile] {msg}", file=sys.stderr, flush=True)
+    write_line(f"[profile] {msg}")
 
 
 def step_plan(untraced: int, traced: int) -> list[bool]:
@@ -141,16 +142,22 @@ def run_worker(
     log("variable bytes per device: " + ", ".join(f"{d} {n:,}" for d, n in sorted(placed.items())))
     with tf.compat.v1.Session(server.target, graph=graph, config=cfg) as sess:
         sess.run(init)
+        plan = step_plan(spec.timed_steps, spec.traced_steps)
+        bar = progress(
+            desc=f"[profile] {spec.model} steps (warm-up, timed, traced)",
+            total=spec.warmup_steps + len(plan),
+            unit="step",
+        )
         log(f"warm-up: {spec.warmup_steps} steps")
         for _ in range(spec.warmup_steps):
             sess.run(train_op)
+            bar.update()
         opts = tf.compat.v1.RunOptions(
             trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True
         )
         # Traced steps are spread evenly among the untraced ones, so that both
         # see the same machine state: the tracing factor (untraced / traced)
         # then measures tracing, not drift between two phases of the run.
-        plan = step_plan(spec.timed_steps, spec.traced_steps)
         untraced: list[float] = []
         traced: list[float] = []
         # CPU seconds of the worker process and of all PS processes in each untraced step
@@ -195,6 +202,8 @@ def run_worker(
                     + (f", worker CPU {worker_cpu[-1]:.4f} s" if worker_cpu else "")
                     + (f", PS CPU {ps_cpu[-1]:.4f} s" if ps_cpu else "")
                 )
+            bar.update()
+        bar.close()
 
         # Round trip of one small tensor PS -> worker: what each link of an
         # enforced pull order costs (see enforce_pull_order). The same call for a

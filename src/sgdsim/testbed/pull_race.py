@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from sgdsim.io import atomic_path
+from sgdsim.progress import progress
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.01)
         start = float(json.loads(a.go.read_text())["start"])
         steps = []
-        for r in range(a.reps):
+        reps = range(a.reps)
+        shown = progress(reps, desc="[calibrate] pull races", unit="race") if a.task == 0 else reps
+        for r in shown:
             t = start + r * a.gap + a.task * a.offset
             time.sleep(max(0.0, t - time.time()))
             t0 = time.time()

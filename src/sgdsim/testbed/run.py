@@ -28,6 +28,7 @@ from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
+from sgdsim.progress import progress, write_line
 from sgdsim.protocol import (
     MeasurementError,
     SteadyEstimate,
@@ -106,7 +107,7 @@ class MeasurementResult:
 
 
 def log(msg: str) -> None:
-    print(f"[measure] {msg}", file=sys.stderr, flush=True)
+    write_line(f"[measure] {msg}")
 
 
 def child_env() -> dict[str, str]:
@@ -397,7 +398,9 @@ def run_async_measurement(
             log(f"started {', '.join(procs)}")
             deadline = time.monotonic() + limit_s
             starts: list[float] = []  # each episode's common start (with offsets)
-            with CpuSampler() as cpu:
+            # an episode is done when every worker is ready for the next one, or has exited
+            done = progress(desc=f"[measure] N={workers} episodes", total=episodes, unit="episode")
+            with CpuSampler() as cpu, done:
                 for ep, row in enumerate(offsets or []):
                     readies = [Path(f"{outs[f'w{k}']}.ready.{ep}") for k in range(workers)]
                     wait_workers(
@@ -406,6 +409,7 @@ def run_async_measurement(
                         deadline,
                         until=functools.partial(all_exist, readies),
                     )
+                    done.update(int(ep > 0))
                     starts.append(time.time() + 0.2)
                     with atomic_path(Path(f"{go}.{ep}")) as tmp_go:
                         tmp_go.write_text(json.dumps({"start": starts[-1], "offsets_s": row}))
@@ -415,6 +419,7 @@ def run_async_measurement(
                         + " s"
                     )
                 wait_workers(procs, workers, deadline)
+                done.update(done.total - done.n)
             results = []
             for k in range(workers):
                 try:
