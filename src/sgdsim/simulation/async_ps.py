@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
-from sgdsim.simulation.engine import RawRun, run_general
+from sgdsim.simulation.engine import AsyncPSModel, RawRun
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import (
     BYTESCHEDULER_CREDIT_BYTES,
@@ -292,7 +292,7 @@ def simulate_async(
             compute_slots,
         )
     else:
-        raw = run_general(
+        raw = AsyncPSModel(
             workload,
             network,
             workers,
@@ -309,7 +309,7 @@ def simulate_async(
             compute_slots,
             link_quantum_bytes,
             pull_join_delay_s,
-        )
+        ).run()
     step_ends, busy, now = raw.step_ends, raw.busy, raw.now
     overhead = workload.overhead_s
     if step_log is not None:
