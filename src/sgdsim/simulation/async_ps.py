@@ -246,32 +246,22 @@ def simulate_async(
     Raises:
         ValueError: bad N, step counts, policy or policy sizes.
     """
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    if not 0 <= warmup_steps < steps_per_worker:
-        raise ValueError(
-            f"need 0 <= warmup_steps < steps_per_worker, got {warmup_steps}, {steps_per_worker}"
-        )
-    if ps_discipline not in PS_DISCIPLINES:
-        raise ValueError(
-            f"unknown ps_discipline {ps_discipline!r}; choose one of {', '.join(PS_DISCIPLINES)}"
-        )
-    if workers_per_node < 1:
-        raise ValueError(f"workers_per_node must be >= 1, got {workers_per_node}")
-    if not compute_slots > 0:
-        raise ValueError(f"compute_slots must be > 0, got {compute_slots}")
-    if not link_quantum_bytes >= 0:
-        raise ValueError(f"link_quantum_bytes must be >= 0, got {link_quantum_bytes}")
-    if not pull_join_delay_s >= 0:
-        raise ValueError(f"pull_join_delay_s must be >= 0, got {pull_join_delay_s}")
-    if start_offsets_s is not None and len(start_offsets_s) != workers:
-        raise ValueError(f"start_offsets_s needs {workers} values, got {len(start_offsets_s)}")
+    _check_args(
+        workers,
+        steps_per_worker,
+        warmup_steps,
+        ps_discipline,
+        workers_per_node,
+        compute_slots,
+        link_quantum_bytes,
+        pull_join_delay_s,
+        pull_gap_s,
+        start_offsets_s,
+    )
     pol = get_policy(policy)
     spec = pol.spec(
         PolicySizes(p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes)
     )
-    if not pull_gap_s >= 0:
-        raise ValueError(f"pull_gap_s must be >= 0, got {pull_gap_s}")
     serial_gap = pull_gap_s > 0 and pol.serial_pulls
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
@@ -310,13 +300,65 @@ def simulate_async(
             link_quantum_bytes,
             pull_join_delay_s,
         ).run()
-    step_ends, busy, now = raw.step_ends, raw.busy, raw.now
-    overhead = workload.overhead_s
     if step_log is not None:
-        step_log.extend(step_ends)
+        step_log.extend(raw.step_ends)
     if nic_stats is not None:
         nic_stats.update(raw.nic)
-    # throughput window: every worker past warm-up, none finished
+    return _summarize(raw, workload, policy, seed, steps_per_worker, warmup_steps, wall0)
+
+
+def _check_args(
+    workers: int,
+    steps_per_worker: int,
+    warmup_steps: int,
+    ps_discipline: str,
+    workers_per_node: int,
+    compute_slots: float,
+    link_quantum_bytes: float,
+    pull_join_delay_s: float,
+    pull_gap_s: float,
+    start_offsets_s: Sequence[float] | None,
+) -> None:
+    """Raise ValueError naming the first argument of :func:`simulate_async` out of range."""
+    checks = [
+        (workers >= 1, f"workers must be >= 1, got {workers}"),
+        (
+            0 <= warmup_steps < steps_per_worker,
+            f"need 0 <= warmup_steps < steps_per_worker, got {warmup_steps}, {steps_per_worker}",
+        ),
+        (
+            ps_discipline in PS_DISCIPLINES,
+            f"unknown ps_discipline {ps_discipline!r}; choose one of {', '.join(PS_DISCIPLINES)}",
+        ),
+        (workers_per_node >= 1, f"workers_per_node must be >= 1, got {workers_per_node}"),
+        (compute_slots > 0, f"compute_slots must be > 0, got {compute_slots}"),
+        (link_quantum_bytes >= 0, f"link_quantum_bytes must be >= 0, got {link_quantum_bytes}"),
+        (pull_join_delay_s >= 0, f"pull_join_delay_s must be >= 0, got {pull_join_delay_s}"),
+        (
+            start_offsets_s is None or len(start_offsets_s) == workers,
+            f"start_offsets_s needs {workers} values, got "
+            f"{None if start_offsets_s is None else len(start_offsets_s)}",
+        ),
+        (pull_gap_s >= 0, f"pull_gap_s must be >= 0, got {pull_gap_s}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+
+
+def _summarize(
+    raw: RawRun,
+    workload: Workload,
+    policy: str,
+    seed: int,
+    steps_per_worker: int,
+    warmup_steps: int,
+    wall0: float,
+) -> AsyncResult:
+    """The grid point's record from a run; throughput over the window in which every
+    worker is past warm-up and none has finished."""
+    step_ends, now = raw.step_ends, raw.now
+    workers = len(step_ends)
     firsts = [e[warmup_steps - 1] if warmup_steps else 0.0 for e in step_ends]
     t_lo, t_hi = max(firsts), min(e[-1] for e in step_ends)
     if t_hi > t_lo:
@@ -325,12 +367,13 @@ def simulate_async(
     else:  # cannot happen with identical workers; keep a defined value
         steps_per_s = workers * (steps_per_worker - warmup_steps) / max(now - max(firsts), 1e-12)
     per_worker = [
-        (e[-1] - (e[warmup_steps - 1] if warmup_steps else 0.0)) / (steps_per_worker - warmup_steps)
-        for e in step_ends
+        (e[-1] - first) / (steps_per_worker - warmup_steps)
+        for e, first in zip(step_ends, firsts, strict=True)
     ]
     span = now if now > 0 else 1e-12
     total_time = sum(e[-1] for e in step_ends)
-    blocked = 1.0 - (sum(busy) + workers * steps_per_worker * overhead) / max(total_time, 1e-12)
+    overhead = workers * steps_per_worker * workload.overhead_s
+    blocked = 1.0 - (sum(raw.busy) + overhead) / max(total_time, 1e-12)
     return AsyncResult(
         workers=workers,
         steps_per_worker=steps_per_worker,
@@ -389,7 +432,7 @@ def _pull_flows(
     return flows, req
 
 
-def _run_fast(
+def _run_fast(  # noqa: C901
     workload: Workload,
     network: Network,
     workers: int,
