@@ -9,9 +9,13 @@ when every pull arrived and every push was applied by the PS. Workers never
 wait for each other, only for the shared PS NIC (one processor-sharing link
 per direction, shared fairly between workers' connections, each serving its
 tensors in order, see :mod:`sgdsim.simulation.link`) and the PS CPU (one FIFO
-server applying updates). Transmission policies that cut, group or reorder
-tensors (:mod:`sgdsim.simulation.policies`) and several PS shards, each with
-its own NIC and CPU, run in :mod:`sgdsim.simulation.engine`.
+server applying updates). The model's parts are objects on one event loop
+(:mod:`sgdsim.simulation.engine` assembles them: topology, connections with
+the policies' queues, PS shards, workers); transmission policies that cut,
+group or reorder tensors are in :mod:`sgdsim.simulation.policies`. The
+whole-tensor FIFO policies on one PS also have a loop specialised for them
+(:func:`_run_fast`), which works in bulk and gives the same figures within
+rounding.
 
 Events are ordered by ``(time, priority, sequence)`` so simultaneous events
 break ties deterministically: the same inputs and seed give bit-identical
@@ -235,9 +239,9 @@ def simulate_async(
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
     connection to each shard, and the NICs are shared max-min fairly (see
-    :mod:`sgdsim.simulation.engine`); ``ps_down_util`` and ``ps_up_util`` are
-    then means over the shards' NICs. Whole-tensor FIFO policies on one PS run
-    a faster loop with the same model.
+    :class:`~sgdsim.simulation.topology.StarTopology`); ``ps_down_util`` and
+    ``ps_up_util`` are then means over the shards' NICs. Whole-tensor FIFO
+    policies on one PS run a faster loop with the same model.
 
     Returns:
         The grid point's metrics; throughput is measured over the window in
