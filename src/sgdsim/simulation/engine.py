@@ -217,6 +217,19 @@ def _stage_budget(
     return budget
 
 
+def single_step_estimate(workload: Workload, network: Network) -> float:
+    """Contention-free step time in seconds: compute, overhead, pull offset, and all
+    pulled and pushed bytes at full NIC capacity, plus two latencies."""
+    moved = float(workload.pull_bytes.sum() + workload.push_bytes.sum())
+    return (
+        workload.compute_s
+        + workload.overhead_s
+        + workload.pull_start_s
+        + moved / network.bandwidth_Bps
+        + 2 * network.latency_s
+    )
+
+
 class AsyncPSModel:
     """One run of N asynchronous workers against the PS shards.
 
