@@ -33,7 +33,7 @@ import numpy as np
 
 from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.engine import AsyncPSModel, RawRun, single_step_estimate
-from sgdsim.simulation.fast_fifo import run_fast
+from sgdsim.simulation.fast_fifo import FastFifoRun
 from sgdsim.simulation.policies import (
     BYTESCHEDULER_CREDIT_BYTES,
     BYTESCHEDULER_PARTITION_BYTES,
@@ -242,7 +242,7 @@ def simulate_async(
     wall0 = time.perf_counter()
     fast = not serial_gap and not link_quantum_bytes and not pull_join_delay_s
     if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
-        raw = run_fast(
+        raw = FastFifoRun(
             workload,
             network,
             workers,
@@ -254,7 +254,7 @@ def simulate_async(
             workers_per_node,
             ps_discipline,
             compute_slots,
-        )
+        ).run()
     else:
         raw = AsyncPSModel(
             workload,

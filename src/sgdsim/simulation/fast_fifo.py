@@ -3,7 +3,7 @@
 ``tf_default``, ``tictac`` and ``fifo_random`` with one PS shard, no pull
 gap, no join delay and no round-robin quantum run here: the same model as
 :class:`~sgdsim.simulation.engine.AsyncPSModel`, worked in bulk (see
-:func:`run_fast`), with figures equal to one event per tensor and segment
+:class:`FastFifoRun`), with figures equal to one event per tensor and segment
 within rounding (``tests/test_simulator.py``, ``tests/test_policies.py``).
 """
 
@@ -32,7 +32,7 @@ _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 # is one flow (see _pull_flows), a worker's segments run ahead until one waits
 # for a pull, and with a fair PS NIC pull flows whose arrival matters to no one
 # else travel in groups, the pushes a connection carries back to back are one
-# flow, and the PS applies pushes in batches (see run_fast); tests switch it
+# flow, and the PS applies pushes in batches (see FastFifoRun); tests switch it
 # off to compare with one event per tensor and segment
 _BULK = True
 
@@ -75,7 +75,7 @@ def _pull_flows(
     return flows, req
 
 
-class _FastRun:
+class FastFifoRun:
     """One run of the whole-tensor FIFO policies on one PS: state and event handlers.
 
     The PS NIC is :class:`~sgdsim.simulation.link.PSLink`'s virtual-time link
@@ -1034,33 +1034,3 @@ class _FastRun:
                 self.join_pulls(w, now)
         self.try_start(w, now)
         self.check_end(w, now)
-
-
-def run_fast(
-    workload: Workload,
-    network: Network,
-    workers: int,
-    steps_per_worker: int,
-    policy: str,
-    seed: int,
-    start_offsets_s: Sequence[float] | None,
-    trace: list[TraceRecord] | None,
-    workers_per_node: int,
-    ps_discipline: str,
-    compute_slots: float = 1.0,
-) -> RawRun:
-    """Run the whole-tensor FIFO loop (:class:`_FastRun`); arguments as
-    :func:`sgdsim.simulation.async_ps.simulate_async`."""
-    return _FastRun(
-        workload,
-        network,
-        workers,
-        steps_per_worker,
-        policy,
-        seed,
-        start_offsets_s,
-        trace,
-        workers_per_node,
-        ps_discipline,
-        compute_slots,
-    ).run()
