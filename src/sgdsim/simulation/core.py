@@ -16,6 +16,7 @@ the action returns True, and the loop does not count it as an event.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -49,9 +50,9 @@ class Simulation:
         heapq.heappush(self._heap, (t, priority, self._seq, action, arg))
         self._seq += 1
 
-    def next_time(self) -> float | None:
-        """Time of the earliest pending event, or None if there is none."""
-        return self._heap[0][0] if self._heap else None
+    def peek(self) -> float:
+        """Time of the earliest pending event (s), ``inf`` if there is none."""
+        return self._heap[0][0] if self._heap else math.inf
 
     def run(self) -> float:
         """Run events until none is left; returns the time of the last one (s)."""

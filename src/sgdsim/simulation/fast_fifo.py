@@ -4,7 +4,10 @@
 gap, no join delay and no round-robin quantum run here: the same model as
 :class:`~sgdsim.simulation.engine.AsyncPSModel`, worked in bulk (see
 :class:`FastFifoRun`), with figures equal to one event per tensor and segment
-within rounding (``tests/test_simulator.py``, ``tests/test_policies.py``).
+within rounding (``tests/test_simulator.py``, ``tests/test_policies.py``). It
+runs on the same event loop (:class:`~sgdsim.simulation.core.Simulation`);
+an event that would be the next one popped (a link's next departure, a
+segment's end) is run at once, without the heap.
 """
 
 from __future__ import annotations
@@ -19,13 +22,13 @@ import numpy as np
 import numpy.typing as npt
 
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
+from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_END, STEP_START, Simulation
 from sgdsim.simulation.engine import RawRun, single_step_estimate
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import get_policy
 from sgdsim.simulation.workload import Network, Workload
 
-# event kinds; the number is also the tie-break priority at equal times
-_DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
+_DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = DEPART, JOIN, SEG_END, STEP_END, STEP_START
 _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 
 # the fast loop works in bulk: each run of pulls that release the same segments
@@ -119,6 +122,106 @@ class FastFifoRun:
     together), and each push reaches the PS CPU on its own, in the order of
     arrival.
     """
+
+    __slots__ = (
+        "_actions",
+        "aggregate",
+        "arrived",
+        "bulk",
+        "busy",
+        "cap",
+        "compute_slots",
+        "conn_free",
+        "cores",
+        "down_cum",
+        "down_g",
+        "down_hint",
+        "down_k",
+        "down_off",
+        "down_t",
+        "down_tag0",
+        "down_trim",
+        "eager",
+        "early",
+        "ending",
+        "fifo",
+        "first_pos",
+        "fixed_cum",
+        "fixed_flows",
+        "fixed_groups",
+        "fixed_req",
+        "free_at",
+        "gone",
+        "heaps",
+        "hseq",
+        "joined",
+        "k_busy",
+        "last_update",
+        "latency",
+        "link_version",
+        "log_from",
+        "n_conn",
+        "n_flows",
+        "n_nodes",
+        "n_pull",
+        "n_push",
+        "n_seg",
+        "network",
+        "nic_busy",
+        "nic_bytes",
+        "overhead",
+        "pending",
+        "policy",
+        "pos_bytes",
+        "pos_bytes_a",
+        "pos_issue",
+        "pos_update_a",
+        "ps_discipline",
+        "ps_free",
+        "pull_bytes_a",
+        "pull_gate_a",
+        "pull_start",
+        "push_bytes",
+        "push_flows",
+        "push_joined",
+        "push_order",
+        "push_slots",
+        "push_update",
+        "pushes_after",
+        "pushes_left",
+        "queues",
+        "random_order",
+        "records",
+        "releases",
+        "req",
+        "rng",
+        "rseq",
+        "running",
+        "seed",
+        "seg",
+        "seg_dur",
+        "seg_end",
+        "seg_index",
+        "seg_pushes",
+        "seg_start",
+        "settled_end",
+        "shared_cpu",
+        "sim",
+        "start_offsets_s",
+        "step_ends",
+        "steps_per_worker",
+        "stride",
+        "trace",
+        "up_g",
+        "up_k",
+        "up_t",
+        "up_wake",
+        "vg",
+        "vt",
+        "workers",
+        "workers_per_node",
+        "workload",
+    )
 
     def __init__(
         self,
@@ -240,9 +343,15 @@ class FastFifoRun:
 
         self.link_version = [0] * (2 + self.n_nodes)
         self.seg_start = [0.0] * self.workers
-        self.events: list[tuple[float, int, int, int, int, int]] = []
-        self.seq = 0
-        self.n_events = 0
+        self.sim = Simulation()
+        # the action of each event kind (kinds as priorities, see core)
+        self._actions = (
+            self._on_depart,
+            self._on_join,
+            self._on_segment_end,
+            self._on_step_end,
+            self._on_step_start,
+        )
         # trace bookkeeping: when each flow joined, when each connection last freed up
         self.joined: list[list[float]] = [[0.0] * self.n_pull for _ in range(self.workers)]
         self.push_joined: list[list[float]] = [[0.0] * self.n_push for _ in range(self.workers)]
@@ -344,8 +453,7 @@ class FastFifoRun:
 
     def push_event(self, t: float, kind: int, a: int, b: int = 0) -> None:
         """Schedule an event of ``kind`` at ``t`` (s) for worker or link ``a``."""
-        heapq.heappush(self.events, (t, kind, self.seq, kind, a, b))
-        self.seq += 1
+        self.sim.schedule(t, kind, self._actions[kind], (a, b))
 
     def nic_add(self, d: int, now: float, flows: list[tuple[float, int]], conn: int) -> None:
         """Flows ``(bytes, payload)`` join connection ``conn`` of direction ``d`` at ``now``."""
@@ -710,38 +818,12 @@ class FastFifoRun:
             else:
                 start = 0.0 if w == 0 else float(self.rng.uniform(0.0, t1))
             self.push_event(start, _STEP_START, w)
-        events = self.events
-        heappop = heapq.heappop
-        now = 0.0
-        while events:
-            now, _, _, kind, a, b = heappop(events)
-            if kind == _DEPART and b != self.link_version[a]:
-                continue  # stale: the link changed since this was scheduled
-            self.n_events += 1
-            if kind == _DEPART:
-                if a >= 2:  # a node's cores finished a segment
-                    self._cores_depart(a, now)
-                elif self.early and a == _UP:
-                    now = self._push_link(now)
-                else:
-                    now = self._link_departures(a, now)
-            elif kind == _JOIN:
-                li, slot = divmod(b, 1 << 30)
-                if li == _DOWN:
-                    self.join_pulls(a, now)
-                else:
-                    self.join_pushes(a, slot, now)
-            elif kind == _SEG_END:
-                now = self._segments_end(a, now)
-            elif kind == _STEP_END:
-                self._step_end(a, now)
-            else:
-                self._step_start(a, now)
+        now = self.sim.run()
         return RawRun(
             step_ends=self.step_ends,
             busy=self.busy,
             now=now,
-            events=self.n_events,
+            events=self.sim.events,
             bytes_pulled=self.nic_bytes[_DOWN],
             bytes_pushed=self.nic_bytes[_UP],
             down_busy_s=self.nic_busy[_DOWN],
@@ -751,6 +833,37 @@ class FastFifoRun:
                 "ps0.in": (self.nic_bytes[_UP], self.nic_busy[_UP]),
             },
         )
+
+    # -- the actions of the event kinds; time taken inline is handed back to the loop
+
+    def _on_depart(self, now: float, arg: tuple[int, int]) -> bool:
+        a, version = arg
+        if version != self.link_version[a]:
+            return True  # stale: the link changed since this was scheduled
+        if a >= 2:  # a node's cores finished a segment
+            self._cores_depart(a, now)
+        elif self.early and a == _UP:
+            self.sim.now = self._push_link(now)
+        else:
+            self.sim.now = self._link_departures(a, now)
+        return False
+
+    def _on_join(self, now: float, arg: tuple[int, int]) -> None:
+        w, code = arg
+        li, slot = divmod(code, 1 << 30)
+        if li == _DOWN:
+            self.join_pulls(w, now)
+        else:
+            self.join_pushes(w, slot, now)
+
+    def _on_segment_end(self, now: float, arg: tuple[int, int]) -> None:
+        self.sim.now = self._segments_end(arg[0], now)
+
+    def _on_step_end(self, now: float, arg: tuple[int, int]) -> None:
+        self._step_end(arg[0], now)
+
+    def _on_step_start(self, now: float, arg: tuple[int, int]) -> None:
+        self._step_start(arg[0], now)
 
     def _cores_depart(self, li: int, now: float) -> None:
         """A node's cores finished a segment (shared-core mode)."""
@@ -781,13 +894,13 @@ class FastFifoRun:
                 self.link_version[_UP] += 1
                 break
             if t_next > now:
-                if self.events and t_next >= self.events[0][0]:
+                if t_next >= self.sim.peek():
                     self.up_wake = t_next
                     self.link_version[_UP] += 1
                     self.push_event(t_next, _DEPART, _UP, self.link_version[_UP])
                     break
                 now = t_next  # it precedes every pending event: take it now
-                self.n_events += 1
+                self.sim.events += 1
             if k:
                 dt = now - t_last
                 g += dt * self.cap / k
@@ -922,11 +1035,11 @@ class FastFifoRun:
             if h:
                 gap = h[0][0] - g
                 t_next = now + (gap if gap > 0.0 else 0.0) * k / self.cap
-                if not self.events or t_next < self.events[0][0]:
+                if t_next < self.sim.peek():
                     # the link's next departure precedes every pending event: take it
                     # now, exactly as the queue would (no other event can come first)
                     now = t_next
-                    self.n_events += 1
+                    self.sim.events += 1
                     continue
                 self.link_version[a] += 1
                 self.push_event(t_next, _DEPART, a, self.link_version[a])
@@ -992,9 +1105,9 @@ class FastFifoRun:
                 self.check_end(w, now)
             elif self.arrived[w] >= rw[s]:  # the next segment can start at once
                 t_end = now + self.seg_dur[s]
-                if not self.events or t_end < self.events[0][0]:
+                if t_end < self.sim.peek():
                     now = t_end  # and it ends before any pending event: run it now
-                    self.n_events += 1
+                    self.sim.events += 1
                     continue
                 self.push_event(t_end, _SEG_END, w)
             else:
