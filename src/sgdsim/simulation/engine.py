@@ -60,7 +60,7 @@ class RawRun:
     nic: dict[str, tuple[float, float]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepPlan:
     """One worker's step cut into the policy's units, the same for every worker and step.
 
@@ -238,6 +238,28 @@ class AsyncPSModel:
     ``pull_order`` its issue order, ``t1`` the contention-free step time over
     which the random start offsets are drawn.
     """
+
+    __slots__ = (
+        "_conns",
+        "_start_offsets",
+        "_t1",
+        "cores",
+        "fifo",
+        "join_delay_s",
+        "plan",
+        "ps",
+        "pull_gap_cpu",
+        "pull_gap_s",
+        "rng",
+        "sharded",
+        "shared_cpu",
+        "sim",
+        "steps_per_worker",
+        "topology",
+        "trace",
+        "workers",
+        "workers_per_node",
+    )
 
     def __init__(
         self,

@@ -71,6 +71,8 @@ class StarTopology:
         quantum_bytes: with one shard, the round-robin quantum (0: processor sharing).
     """
 
+    __slots__ = ("_deferred", "_departs", "_ports", "links", "nodes", "shards")
+
     def __init__(
         self, sim: Simulation, network: Network, shards: int, nodes: int, quantum_bytes: float
     ) -> None:
