@@ -1,12 +1,17 @@
-"""The simulator core's objects on their own: event loop, topology, node cores."""
+"""The simulator core's objects on their own: event loop, topology, node cores, step plan."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
 from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_START, Simulation
+from sgdsim.simulation.engine import StepPlan
+from sgdsim.simulation.policies import PROPHET_SLACK_S, REGISTRY, PolicySizes
 from sgdsim.simulation.topology import NodeCores, StarTopology
-from sgdsim.simulation.workload import Network
+from sgdsim.simulation.workload import Network, Workload
 
 
 def test_events_run_by_time_then_priority_then_scheduling_order():
@@ -103,3 +108,46 @@ def test_node_cores_limited_processor_sharing():
     assert ends["a"] == pytest.approx(t_a)
     # b did 0.75 * (t_a - 0.1) = 0.2 by then, 0.1 left at full speed
     assert ends["b"] == pytest.approx(t_a + 0.1)
+
+
+def _two_layers() -> Workload:
+    # pulls b (1 MB, read by segment 1) and a (0.25 MB, segment 0); gradients gb
+    # (1 MB, after segment 2, parameter b) and ga (0.5 MB, after segment 3, parameter a)
+    return Workload(
+        seg_dur_s=np.array([0.05, 0.05, 0.05, 0.04]),
+        pull_bytes=np.array([1e6, 2.5e5]),
+        pull_gate=np.array([1, 0]),
+        push_bytes=np.array([1e6, 5e5]),
+        push_seg=np.array([2, 3]),
+        push_update_s=np.array([0.0, 0.05]),
+        push_param=np.array([0, 1]),
+    )
+
+
+def _plan(policy: str, sizes: PolicySizes) -> StepPlan:
+    w, pol = _two_layers(), REGISTRY[policy]
+    return StepPlan.build(w, Network(1e7), pol, pol.spec(sizes), pol.pull_order(w))
+
+
+def test_step_plan_cuts_p3_slices_and_maps_each_push_slice_to_the_pulls_it_releases():
+    plan = _plan("p3", PolicySizes(p3_slice_bytes=4e5))
+    assert plan.pull_pieces == [[4e5, 4e5, 2e5], [2.5e5]]
+    assert plan.push_pieces == [[4e5, 4e5, 2e5], [4e5, 1e5]]
+    # the PS update time is shared in proportion to bytes: 0.05 s over 0.4 + 0.1 MB
+    assert plan.push_piece_update_s[1] == pytest.approx([0.04, 0.01])
+    # gb's three slices release b's three one by one; ga's first slice releases a
+    assert plan.release == [[[0], [1], [2]], [[0], []]]
+    assert plan.matched_push == [True, True]
+    assert plan.n_gating == 0 and plan.unmatched_pulls == []
+    assert plan.pull_order == [1, 0]  # first use in the forward pass
+    assert plan.push_prio == [-2, -3]  # the later layer's gradient (ga) is more urgent
+
+
+def test_step_plan_prophet_budget_is_the_gap_to_the_next_backward_stage():
+    plan = _plan("prophet", PolicySizes())
+    # push slots 3 (after segment 2) and 4 (after segment 3, the last): a block formed
+    # after slot 3 may hold (segment 3 + 1 ms slack) at 10 MB/s; no limit after the last
+    assert plan.stage_budget[3] == pytest.approx((0.04 + PROPHET_SLACK_S) * 1e7)
+    assert all(math.isinf(b) for i, b in enumerate(plan.stage_budget) if i != 3)
+    # whole tensors, and without pull after update every push holds the step's end
+    assert plan.pull_pieces == [[1e6], [2.5e5]] and plan.n_gating == 2
