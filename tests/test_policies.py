@@ -351,3 +351,24 @@ def test_push_param_round_trips_and_old_files_load():
     old = w.to_dict()
     del old["push_param"]
     assert Workload.from_dict(old).pushes_param.tolist() == [-1, -1]
+
+
+def test_documented_policy_example_by_hand(monkeypatch):
+    # The worked example of docs/policies.md ("Adding a policy"), run as written there.
+    from pathlib import Path
+
+    from sgdsim.simulation import policies
+
+    doc = (Path(__file__).parents[1] / "docs" / "policies.md").read_text()
+    section = doc.split("## Adding a policy", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace = dict(vars(policies))
+    exec(code, namespace)
+    cls = namespace["PushPriority"]
+    monkeypatch.setitem(policies.REGISTRY, cls.name, cls())
+    w = two_params()
+    # pulls a 0-0.1, b 0.1-0.2 s; fwd1 0.10-0.15, fwd2 0.20-0.25, bwd2 0.25-0.30;
+    # gb0 (0.5 MB) 0.30-0.35; bwd1 0.30-0.34 issues ga, which overtakes gb1:
+    # ga0 0.35-0.40 (update 0.40-0.425), ga1 0.40-0.45 (0.45-0.475), gb1 0.45-0.50.
+    assert step_ends(w, "push_priority") == pytest.approx([0.50, 1.00])
+    assert step_ends(w, "tictac") == pytest.approx([0.55, 1.10])

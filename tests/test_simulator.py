@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgdsim.bench import synthetic_resnet50
-from sgdsim.simulation import POLICIES, Network, PSLink, Workload, async_ps, simulate_async
+from sgdsim.simulation import POLICIES, Network, PSLink, Workload, fast_fifo, simulate_async
 from sgdsim.simulation.async_ps import single_step_estimate
 
 
@@ -414,7 +414,7 @@ def test_pulls_aggregated_per_gate_give_the_per_tensor_figures(policy, monkeypat
         agg = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_a, **kw)
         log_t: list[list[float]] = []
         with monkeypatch.context() as m:
-            m.setattr(async_ps, "_BULK", False)
+            m.setattr(fast_fifo, "_BULK", False)
             ref = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_t, **kw)
         for name in fields:
             assert getattr(agg, name) == pytest.approx(getattr(ref, name), rel=1e-9), name
@@ -469,7 +469,7 @@ def test_push_runs_and_lazy_ps_give_the_per_tensor_figures(policy, monkeypatch):
         bulk = simulate_async(w, Network(bw, 1e-4), n, 4, 1, step_log=log_b, **kw)
         log_t: list[list[float]] = []
         with monkeypatch.context() as m:
-            m.setattr(async_ps, "_BULK", False)
+            m.setattr(fast_fifo, "_BULK", False)
             ref = simulate_async(w, Network(bw, 1e-4), n, 4, 1, step_log=log_t, **kw)
         for name in fields:
             assert getattr(bulk, name) == pytest.approx(getattr(ref, name), rel=1e-9), name

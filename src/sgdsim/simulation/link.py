@@ -397,7 +397,7 @@ class RoundRobinLink:
     sharing (:class:`PSLink`), an infinite one FIFO between connections.
 
     Same interface as :class:`PSLink` for one flow per connection at a time,
-    as the general loop of :mod:`sgdsim.simulation.engine` uses it: a
+    as a :class:`~sgdsim.simulation.connection.Connection` uses it: a
     connection whose flow left keeps the rest of its turn if its next flow
     joins at the same instant.
 

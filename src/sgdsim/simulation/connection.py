@@ -1,0 +1,142 @@
+"""A worker's connection to a PS shard, and the PS shard's CPU.
+
+TensorFlow carries every tensor between one worker and one PS task over one
+gRPC channel; the transmission policy decides what that channel sends next
+(:mod:`sgdsim.simulation.policies`). A :class:`Connection` is that channel in
+one direction: it owns the policy's queue and puts one unit (a whole tensor,
+a slice, a partition or a block) on the network at a time, the next when the
+previous one has arrived. A :class:`ParameterServer` is one PS shard's CPU,
+applying the pushed gradients one at a time in arrival order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sgdsim.simulation.chrome_trace import PULL, PUSH
+from sgdsim.simulation.core import JOIN
+from sgdsim.simulation.policies import Queue, Unit
+from sgdsim.simulation.topology import DOWN
+
+if TYPE_CHECKING:
+    from sgdsim.simulation.engine import AsyncPSModel
+
+
+class ParameterServer:
+    """One PS shard: its CPU applies updates first come, first served.
+
+    A FIFO single server: an update arriving at ``a`` with service time ``u``
+    ends at ``D = max(a, D_prev) + u`` (Lindley's recursion, Lindley 1952).
+
+    Attributes:
+        shard: the shard's index (its host in the topology).
+        free_at: time the CPU finishes the updates applied so far, seconds.
+        on_wire: units on the wire from (index DOWN) and to (UP) this shard.
+    """
+
+    __slots__ = ("free_at", "on_wire", "shard")
+
+    def __init__(self, shard: int) -> None:
+        self.shard = shard
+        self.free_at = 0.0
+        self.on_wire = [0, 0]
+
+    def apply(self, now: float, update_s: float) -> tuple[float, float]:
+        """Queue an update of ``update_s`` seconds arriving at ``now``; (start, end) in s."""
+        start = now if now > self.free_at else self.free_at
+        self.free_at = end = start + update_s
+        return start, end
+
+
+class Connection:
+    """One direction of the channel between a worker and a PS shard.
+
+    With the ``fifo`` PS discipline one connection per shard and direction is
+    shared by all workers (one queue, served in order); otherwise each worker
+    has its own. The connection sends one unit at a time: when it is idle and
+    its queue gives a unit, the unit goes on the wire; when the unit arrives,
+    the next is taken. Two delays of real TensorFlow sit between them, both
+    configured on the model (:class:`~sgdsim.simulation.engine.AsyncPSModel`):
+
+    - the pull gap of the one-at-a-time policies (``pull_gap_s``): the
+      control message that enforces the order, a pure delay or CPU work on
+      the worker's node (``pull_gap_cpu``);
+    - the join delay (``pull_join_delay_s``): a step's first pull waits that
+      long if the PS NIC is sending to another worker at that moment.
+
+    Args:
+        model: the run this connection belongs to.
+        direction: DOWN (pulls) or UP (pushes).
+        ps: the PS shard at the other end.
+        queue: the policy's queue for this direction.
+    """
+
+    __slots__ = ("busy", "direction", "joined_step", "model", "ps", "queue", "since")
+
+    def __init__(self, model: AsyncPSModel, direction: int, ps: ParameterServer, queue: Queue):
+        self.model = model
+        self.direction = direction
+        self.ps = ps
+        self.queue = queue
+        self.busy = False
+        self.since = 0.0  # when the unit on the wire was put there
+        self.joined_step = -1  # step whose first pull this connection last sent
+
+    def kick(self, now: float) -> None:
+        """If idle, put the next unit of the queue on the wire at ``now``."""
+        if self.busy:
+            return
+        m = self.model
+        unit = self.queue.take(m.block_budget)
+        if unit is None:
+            return
+        self.busy = True
+        if self.direction == DOWN and m.join_delay_s > 0 and self.joined_step != unit[2]:
+            self.joined_step = unit[2]  # the step's first pull
+            if self.ps.on_wire[DOWN]:  # the PS is sending to another worker
+                m.sim.schedule(now + m.join_delay_s, JOIN, self.wire, unit)
+                return
+        self.wire(now, unit)
+
+    def wire(self, now: float, unit: Unit) -> None:
+        """Put ``unit`` on the network at ``now``."""
+        self.since = now
+        ps = self.ps
+        ps.on_wire[self.direction] += 1
+        m = self.model
+        node = m.node_host(unit[1])
+        if self.direction == DOWN:
+            m.topology.transfer(now, ps.shard, node, unit[0], unit, self)
+        else:
+            m.topology.transfer(now, node, ps.shard, unit[0], unit, self)
+
+    def on_arrival(self, now: float, unit: Unit) -> None:
+        """``unit`` has arrived at ``now``: deliver it and send the next one."""
+        self.busy = False
+        self.ps.on_wire[self.direction] -= 1
+        queue = self.queue
+        queue.done(unit)
+        m = self.model
+        _, w, step, items = unit
+        if m.trace is not None:
+            kind = PULL if self.direction == DOWN else PUSH
+            rec: Any = (kind, w, items[0][0], self.since, now)
+            m.trace.append((*rec, self.ps.shard) if m.sharded else rec)
+        worker = m.workers[w]
+        if self.direction == DOWN:
+            worker.pulls_arrived(now, step, items)
+            if m.pull_gap_s > 0 and len(queue):
+                self.busy = True  # the next pull waits for the control message
+                if m.pull_gap_cpu:
+                    m.cores_of(w).run(now, m.pull_gap_s, self.gap_over, ("gap", w))
+                else:
+                    m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
+                return
+        else:
+            worker.pushes_arrived(now, step, items, self.ps)
+        self.kick(now)
+
+    def gap_over(self, now: float, _: Any = None) -> None:
+        """The control message of the pull gap is through: send the next pull."""
+        self.busy = False
+        self.kick(now)

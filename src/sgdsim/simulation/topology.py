@@ -1,0 +1,189 @@
+"""Where transfers and compute run: the network's hosts and links, and a node's cores.
+
+A topology places the hosts (PS shards, worker nodes) on NICs and gives each
+transfer its route, the NICs it crosses; the links of
+:mod:`sgdsim.simulation.link` share each NIC's capacity among the flows on it.
+The model's objects see one narrow interface: :meth:`StarTopology.transfer`
+puts a flow from one host to another on the network, and when its last byte
+arrives the topology calls ``on_arrival(now, payload)`` of the flow's sender
+object. A ring or a hierarchical all-reduce is another topology with the same
+interface (hosts on a ring, each hop a transfer between neighbours).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from sgdsim.simulation.core import DEPART, Simulation
+from sgdsim.simulation.link import MaxMinLink, PSLink, RoundRobinLink
+from sgdsim.simulation.workload import Network
+
+DOWN, UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
+
+
+class Receiver(Protocol):
+    """What a transfer's owner offers the topology: it is told when a flow has arrived."""
+
+    def on_arrival(self, now: float, unit: Any) -> None: ...
+
+
+class _Port:
+    """Schedules the next departure of one link; stale ones are skipped by version."""
+
+    __slots__ = ("link", "sim", "version")
+
+    def __init__(self, sim: Simulation, link: Any) -> None:
+        self.sim = sim
+        self.link = link
+        self.version = 0
+
+    def reschedule(self, depart: Callable[[float, Any], bool | None]) -> None:
+        self.version += 1
+        t = self.link.next_departure()
+        if t is not None:
+            self.sim.schedule(t, DEPART, depart, self.version)
+
+
+class StarTopology:
+    """PS shards and worker nodes on one switch, one full-duplex NIC per host.
+
+    Hosts ``0 … shards − 1`` are the PS shards, ``shards … shards + nodes − 1``
+    the worker nodes. A pull from shard ``s`` to node ``j`` crosses the
+    shard's NIC out and the node's NIC in; a push the other way. Every NIC has
+    the network's capacity per direction. With one shard its NIC is the only
+    bottleneck in each direction, and the link is the virtual-time
+    :class:`~sgdsim.simulation.link.PSLink` (processor sharing between
+    connections, FIFO within each) or, given a quantum, the
+    :class:`~sgdsim.simulation.link.RoundRobinLink`; with several shards a
+    node's NIC can bind too, and each direction is a
+    :class:`~sgdsim.simulation.link.MaxMinLink` over all NICs.
+
+    While an arrival is being handled, links whose next departure changes are
+    rescheduled once when it is done, in link order (the departing link
+    first among equals), which fixes the order of simultaneous events.
+
+    Args:
+        sim: the event loop.
+        network: NIC capacity (bytes/s per direction) and latency (s).
+        shards: PS shards (≥ 1).
+        nodes: worker nodes (≥ 1).
+        quantum_bytes: with one shard, the round-robin quantum (0: processor sharing).
+    """
+
+    __slots__ = ("_deferred", "_departs", "_ports", "links", "nodes", "shards")
+
+    def __init__(
+        self, sim: Simulation, network: Network, shards: int, nodes: int, quantum_bytes: float
+    ) -> None:
+        self.shards = shards
+        self.nodes = nodes
+        cap = network.bandwidth_Bps
+        links: list[Any]
+        if shards > 1:
+            links = [MaxMinLink(cap, shards + nodes) for _ in (DOWN, UP)]
+        elif quantum_bytes > 0:
+            links = [RoundRobinLink(cap, quantum_bytes) for _ in (DOWN, UP)]
+        else:
+            links = [PSLink(cap), PSLink(cap)]
+        self.links = links
+        self._ports = [_Port(sim, link) for link in links]
+        self._departs = [self._depart_down, self._depart_up]
+        self._deferred: set[int] | None = None
+
+    def transfer(
+        self, now: float, src: int, dst: int, size_bytes: float, unit: Any, conn: Receiver
+    ) -> None:
+        """A flow of ``size_bytes`` from host ``src`` to host ``dst`` joins connection
+        ``conn`` at ``now`` (s); ``conn.on_arrival(t, unit)`` when its last byte arrives."""
+        d = DOWN if src < self.shards else UP
+        link = self.links[d]
+        if self.shards > 1:
+            route = (src, dst) if d == DOWN else (dst, src)
+            link.add(now, size_bytes, (conn, unit), conn, route)
+        else:
+            link.add(now, size_bytes, (conn, unit), conn)
+        if self._deferred is None:
+            self._ports[d].reschedule(self._departs[d])
+        else:
+            self._deferred.add(d)
+
+    def _depart(self, d: int, now: float, version: int) -> bool:
+        port = self._ports[d]
+        if version != port.version:
+            return True  # stale: the link changed since
+        (conn, unit), _, _ = port.link.pop_next(now)
+        self._deferred = deferred = {d}
+        conn.on_arrival(now, unit)
+        for li in sorted(deferred):
+            self._ports[li].reschedule(self._departs[li])
+        self._deferred = None
+        return False
+
+    def _depart_down(self, now: float, version: int) -> bool:
+        return self._depart(DOWN, now, version)
+
+    def _depart_up(self, now: float, version: int) -> bool:
+        return self._depart(UP, now, version)
+
+    def bytes_done(self, d: int) -> float:
+        """Bytes carried in direction ``d`` (DOWN or UP)."""
+        return float(self.links[d].bytes_done)
+
+    def ps_busy_s(self, d: int) -> float:
+        """Seconds the PS NIC was busy in direction ``d``; mean over shards."""
+        link = self.links[d]
+        if self.shards > 1:
+            return float(sum(link.busy_s[: self.shards]) / self.shards)
+        return float(link.busy_s)
+
+    def nic_stats(self) -> dict[str, tuple[float, float]]:
+        """``{nic: (bytes, busy seconds)}`` of every NIC the topology models."""
+        down, up = self.links
+        k = self.shards
+        if k == 1:
+            return {"ps0.out": (down.bytes_done, down.busy_s), "ps0.in": (up.bytes_done, up.busy_s)}
+        nic: dict[str, tuple[float, float]] = {}
+        for s in range(k):
+            nic[f"ps{s}.out"] = (down.nic_bytes[s], down.busy_s[s])
+            nic[f"ps{s}.in"] = (up.nic_bytes[s], up.busy_s[s])
+        for j in range(self.nodes):
+            nic[f"node{j}.in"] = (down.nic_bytes[k + j], down.busy_s[k + j])
+            nic[f"node{j}.out"] = (up.nic_bytes[k + j], up.busy_s[k + j])
+        return nic
+
+
+class NodeCores:
+    """The cores of one worker node, shared by the work of the workers placed there.
+
+    Limited processor sharing (:class:`~sgdsim.simulation.link.PSLink` with
+    capacity ``slots`` and each job served at most at rate 1): while ``k``
+    jobs run, each progresses at ``min(1, slots / k)`` seconds of profiled
+    work per second.
+
+    Args:
+        sim: the event loop.
+        slots: jobs that run at full speed at once (> 0).
+    """
+
+    __slots__ = ("_port",)
+
+    def __init__(self, sim: Simulation, slots: float) -> None:
+        self._port = _Port(sim, PSLink(slots, 1.0))
+
+    def run(self, now: float, work_s: float, done: Callable[[float], None], key: Any) -> None:
+        """Start ``work_s`` seconds of work for job ``key`` at ``now``; ``done(t)`` at its end."""
+        port = self._port
+        if port.link.add(now, work_s, done, key):
+            port.reschedule(self._depart)
+
+    def _depart(self, now: float, version: int) -> bool:
+        port = self._port
+        if version != port.version:
+            return True
+        done, _, t_next = port.link.pop_next(now)
+        port.version += 1
+        if t_next is not None:
+            port.sim.schedule(t_next, DEPART, self._depart, port.version)
+        done(now)
+        return False

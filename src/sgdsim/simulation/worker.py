@@ -1,0 +1,291 @@
+"""An asynchronous worker's step as a state machine.
+
+Per step (Li, Yan, Paolieri, Golubchik, ICPE 2020): the worker issues its
+pulls ``pull_start_s`` (plus one latency) after the step starts; it runs its
+compute segments in profiled order, segment ``s`` once every pull gated on it
+has arrived; at the end of each segment it pushes the gradients that segment
+produced (wait-free back-propagation); the step ends once its compute is done,
+every pull has arrived and the PS has applied every push that holds the step.
+The next step starts ``overhead_s`` later.
+
+States (``seg`` and ``running``): waiting for the pulls of segment ``seg``,
+running segment ``seg``, or past the last segment waiting for the step's last
+pull or update (``ending`` once the end is scheduled). Transitions are the
+model's events: :meth:`Worker.start_step`, :meth:`Worker.segment_done`,
+:meth:`Worker.pulls_arrived`, :meth:`Worker.pushes_arrived`,
+:meth:`Worker.end_step`.
+
+P3's pull after update moves a pull of step ``k + 1`` to the moment the PS has
+applied the worker's step-``k`` push of the same parameter, so pulls of the
+next step may arrive while this one runs: the counts of pending pulls are kept
+for the running step (``cur``) and the next one (``nxt``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from sgdsim.simulation.chrome_trace import COMPUTE, UPDATE
+from sgdsim.simulation.core import JOIN, SEG_END, STEP_END, STEP_START
+from sgdsim.simulation.topology import DOWN, UP
+
+if TYPE_CHECKING:
+    from sgdsim.simulation.connection import Connection, ParameterServer
+    from sgdsim.simulation.engine import AsyncPSModel
+
+Items = tuple[tuple[int, int], ...]
+
+
+class _Pending:
+    """Pulls not yet arrived for one step: per segment (``gate``), per tensor
+    (``pieces``) and in all (``left``)."""
+
+    __slots__ = ("gate", "left", "pieces")
+
+    def __init__(self, gate: list[int], pieces: list[int], left: int) -> None:
+        self.gate = gate
+        self.pieces = pieces
+        self.left = left
+
+
+class Worker:
+    """One worker: its step's state and the transitions between its states.
+
+    Args:
+        model: the run (plan, event loop, connections, PS shards, settings).
+        index: the worker's number ``w`` (node ``w // workers_per_node``).
+
+    Attributes:
+        busy_s: seconds of profiled compute run so far.
+        step_ends: end time of every step so far, seconds.
+    """
+
+    __slots__ = (
+        "busy_s",
+        "cur",
+        "ending",
+        "gating_left",
+        "index",
+        "last_update",
+        "model",
+        "nxt",
+        "push_left",
+        "running",
+        "seg",
+        "seg_start",
+        "stage",
+        "step",
+        "step_ends",
+    )
+
+    def __init__(self, model: AsyncPSModel, index: int) -> None:
+        self.model = model
+        self.index = index
+        self.step = 0
+        self.seg = 0
+        self.running = False
+        self.ending = False
+        self.cur = self.nxt = self._all_pending()
+        self.push_left: list[int] = []  # pieces of each push not yet applied
+        self.gating_left = 0  # pushes holding the step's end not yet applied
+        self.last_update = 0.0  # end of the latest update holding the step
+        self.stage = 0  # latest push slot fired (Prophet's block budget)
+        self.busy_s = 0.0
+        self.seg_start = 0.0
+        self.step_ends: list[float] = []
+
+    # -- step start and end --------------------------------------------------------
+
+    def start_step(self, now: float, _: Any = None) -> None:
+        """A step starts: push what is due at once, issue the pulls, run what can run."""
+        m, plan = self.model, self.model.plan
+        step = self.step = len(self.step_ends)
+        self.seg = 0
+        self.running = False
+        self.ending = False
+        self.stage = 0
+        self.cur = self._all_pending() if step == 0 else self.nxt
+        self.nxt = self._all_pending()
+        self.push_left = [len(x) for x in plan.push_pieces]
+        self.gating_left = plan.n_gating
+        self.last_update = now
+        self.issue_pushes(now, 0)
+        if plan.n_pull and (step == 0 or plan.unmatched_pulls):
+            if plan.pull_start_s > 0 or plan.latency_s > 0:
+                due = now + plan.pull_start_s + plan.latency_s
+                m.sim.schedule(due, JOIN, self.join_pulls, step)
+            else:
+                self.join_pulls(now, step)
+        self.try_start(now)
+        self.check_end(now)
+
+    def _all_pending(self) -> _Pending:
+        plan = self.model.plan
+        return _Pending(list(plan.base_pending), list(plan.base_pieces), plan.n_pull)
+
+    def check_end(self, now: float) -> None:
+        """Schedule the step's end once compute, pulls and holding updates are done."""
+        if (
+            not self.ending
+            and self.seg == self.model.plan.n_seg
+            and self.cur.left == 0
+            and self.gating_left == 0
+        ):
+            self.ending = True
+            end = now if now > self.last_update else self.last_update
+            self.model.sim.schedule(end, STEP_END, self.end_step)
+
+    def end_step(self, now: float, _: Any = None) -> None:
+        """The step has ended: record it; the next starts after the per-step overhead."""
+        self.step_ends.append(now)
+        m = self.model
+        if len(self.step_ends) < m.steps_per_worker:
+            m.sim.schedule(now + m.plan.overhead_s, STEP_START, self.start_step)
+
+    # -- compute -------------------------------------------------------------------
+
+    def try_start(self, now: float) -> None:
+        """Start segment ``seg`` if idle and every pull it needs has arrived."""
+        s = self.seg
+        m = self.model
+        if not self.running and s < m.plan.n_seg and self.cur.gate[s] == 0:
+            self.running = True
+            self.seg_start = now
+            dur = m.plan.seg_dur[s]
+            if m.shared_cpu:
+                m.cores_of(self.index).run(now, dur, self.segment_done, self.index)
+            else:
+                m.sim.schedule(now + dur, SEG_END, self.segment_done)
+
+    def segment_done(self, now: float, _: Any = None) -> None:
+        """Segment ``seg`` has ended: push its gradients, go on to the next."""
+        m = self.model
+        self.running = False
+        s = self.seg
+        self.busy_s += m.plan.seg_dur[s]
+        if m.trace is not None:
+            m.trace.append((COMPUTE, self.index, s, self.seg_start, now))
+        self.issue_pushes(now, s + 1)
+        self.seg = s + 1
+        if s + 1 < m.plan.n_seg:
+            self.try_start(now)
+        else:
+            self.check_end(now)
+
+    def block_budget(self) -> float:
+        """Prophet's byte budget of the next block: the gap to the next backward stage."""
+        plan = self.model.plan
+        return math.inf if self.seg >= plan.n_seg else plan.stage_budget[self.stage]
+
+    # -- pulls ---------------------------------------------------------------------
+
+    def join_pulls(self, now: float, step: int) -> None:
+        """The step's pulls join their connections' queues, in the policy's order."""
+        m, plan = self.model, self.model.plan
+        if plan.shuffle:
+            order = m.rng.permutation(plan.n_pull).tolist()
+        else:
+            order = plan.pull_order if step == 0 else plan.unmatched_pulls
+        touched: list[Connection] = []
+        for p in order:
+            conn = self._enqueue(DOWN, p, step, range(len(plan.pull_pieces[p])))
+            if conn not in touched:
+                touched.append(conn)
+        for conn in touched:
+            conn.kick(now)
+
+    def release_pulls(self, now: float, arg: tuple[int, int, list[int]]) -> None:
+        """P3: the PS sends pieces of parameter ``p`` for ``step`` right after updating it."""
+        step, p, pieces = arg
+        self._enqueue(DOWN, p, step, pieces).kick(now)
+
+    def _enqueue(self, d: int, t: int, step: int, pieces: Any) -> Connection:
+        """Put pieces of tensor ``t`` (pull or push) on their connection; return it."""
+        m, plan = self.model, self.model.plan
+        if d == DOWN:
+            conn = m.connection(DOWN, plan.pull_shard[t], self.index)
+            sizes, prio = plan.pull_pieces[t], plan.pull_prio[t]
+        else:
+            conn = m.connection(UP, plan.push_shard[t], self.index)
+            sizes, prio = plan.push_pieces[t], plan.push_prio[t]
+        key = (prio,) if m.fifo else (step, prio)
+        q, w = conn.queue, self.index
+        for i in pieces:
+            q.put(key, (sizes[i], w, step, ((t, i),)))
+        return conn
+
+    def pulls_arrived(self, now: float, step: int, items: Items) -> None:
+        """Pieces of pulls of ``step`` (this one or, under P3, the next) arrived."""
+        cur = step == self.step
+        pend = self.cur if cur else self.nxt
+        gate = self.model.plan.pull_gate
+        for p, _ in items:
+            pend.pieces[p] -= 1
+            if pend.pieces[p]:
+                continue
+            g = gate[p]
+            pend.gate[g] -= 1
+            pend.left -= 1
+            if cur and g == self.seg:
+                self.try_start(now)
+                self.check_end(now)
+
+    # -- pushes and updates --------------------------------------------------------
+
+    def issue_pushes(self, now: float, slot: int) -> None:
+        """Push the gradients of push slot ``slot`` (after segment ``slot − 1``)."""
+        plan = self.model.plan
+        if not plan.pushes_after[slot]:
+            return
+        self.stage = slot
+        if plan.latency_s > 0:
+            self.model.sim.schedule(now + plan.latency_s, JOIN, self.join_pushes, (slot, self.step))
+        else:
+            self.join_pushes(now, (slot, self.step))
+
+    def join_pushes(self, now: float, arg: tuple[int, int]) -> None:
+        """The pushes of a slot join their connections' queues."""
+        slot, step = arg
+        plan = self.model.plan
+        touched: list[Connection] = []
+        for q in plan.pushes_after[slot]:
+            conn = self._enqueue(UP, q, step, range(len(plan.push_pieces[q])))
+            if conn not in touched:
+                touched.append(conn)
+        for conn in touched:
+            conn.kick(now)
+
+    def pushes_arrived(self, now: float, step: int, items: Items, ps: ParameterServer) -> None:
+        """Pieces of pushes arrived at ``ps``, which applies them in turn."""
+        m, plan = self.model, self.model.plan
+        for q, i in items:
+            start, end = ps.apply(now, plan.push_piece_update_s[q][i])
+            if m.trace is not None:
+                rec: Any = (UPDATE, self.index, q, start, end)
+                m.trace.append((*rec, ps.shard) if m.sharded else rec)
+            if plan.matched_push[q]:
+                self._pull_after_update(now, step, q, i, end)
+                continue
+            if end > self.last_update:
+                self.last_update = end
+            left = self.push_left  # a push holding the end belongs to the running step
+            left[q] -= 1
+            if left[q] == 0:
+                self.gating_left -= 1
+                self.check_end(now)
+
+    def _pull_after_update(self, now: float, step: int, q: int, i: int, end: float) -> None:
+        """P3: the pull pieces of the next step that piece ``i`` of push ``q`` releases
+        leave the PS when its update ends (``end``), plus one latency."""
+        m, plan = self.model, self.model.plan
+        pieces = plan.release[q][i]
+        if step + 1 >= m.steps_per_worker or not pieces:
+            return
+        arg = (step + 1, plan.push_param[q], pieces)
+        if plan.latency_s > 0:
+            m.sim.schedule(end + plan.latency_s, JOIN, self.release_pulls, arg)
+        elif end > now:
+            m.sim.schedule(end, JOIN, self.release_pulls, arg)
+        else:
+            self.release_pulls(now, arg)
