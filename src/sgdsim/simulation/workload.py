@@ -201,35 +201,10 @@ class Workload:
             raise WorkloadError(f"a workload is a JSON object, got {type(d).__name__}")
 
         def array(key: str, dtype: type, optional: bool = False) -> Any:
-            if key not in d and not optional:
-                raise WorkloadError(f"field {key!r} is missing")
-            v = d.get(key)
-            if v is None and optional:
-                return None
-            want = int if dtype is np.int64 else (int, float)
-            if not isinstance(v, list) or not all(
-                isinstance(x, want) and not isinstance(x, bool) for x in v
-            ):
-                kind = "integers" if dtype is np.int64 else "numbers"
-                raise WorkloadError(f"field {key!r} must be a list of {kind}")
-            try:
-                a: Any = np.asarray(v, dtype=dtype)
-            except OverflowError as e:
-                raise WorkloadError(f"field {key!r}: a number is out of range ({e})") from e
-            if dtype is np.float64 and not bool(np.all(np.isfinite(a))):
-                raise WorkloadError(f"field {key!r} holds a number that is not finite")
-            return a
+            return _field_array(d, key, dtype, optional)
 
         def number(key: str, default: float | None, kind: type = float) -> Any:
-            v = d.get(key, default)
-            if v is None and default is None:
-                return None
-            want = int if kind is int else (int, float)
-            if not isinstance(v, want) or isinstance(v, bool) or not math.isfinite(v):
-                raise WorkloadError(f"field {key!r} must be a finite {kind.__name__}, got {v!r}")
-            if kind is int and not -(2**62) < v < 2**62:
-                raise WorkloadError(f"field {key!r} is out of range: {v}")
-            return kind(v)
+            return _field_number(d, key, default, kind)
 
         meta = d.get("meta", {})
         if not isinstance(meta, dict):
@@ -280,3 +255,38 @@ class Workload:
                 f"{path}: not a readable sgdsim workload ({e}); re-run the normalize stage "
                 "(snakemake results/workloads/HARDWARE/MODEL.json) or pass the right file"
             ) from e
+
+
+def _field_array(d: dict[str, Any], key: str, dtype: type, optional: bool = False) -> Any:
+    """Field ``key`` of a workload dict as a numpy array of ``dtype`` (checked)."""
+    if key not in d and not optional:
+        raise WorkloadError(f"field {key!r} is missing")
+    v = d.get(key)
+    if v is None and optional:
+        return None
+    want = int if dtype is np.int64 else (int, float)
+    if not isinstance(v, list) or not all(
+        isinstance(x, want) and not isinstance(x, bool) for x in v
+    ):
+        kind = "integers" if dtype is np.int64 else "numbers"
+        raise WorkloadError(f"field {key!r} must be a list of {kind}")
+    try:
+        a: Any = np.asarray(v, dtype=dtype)
+    except OverflowError as e:
+        raise WorkloadError(f"field {key!r}: a number is out of range ({e})") from e
+    if dtype is np.float64 and not bool(np.all(np.isfinite(a))):
+        raise WorkloadError(f"field {key!r} holds a number that is not finite")
+    return a
+
+
+def _field_number(d: dict[str, Any], key: str, default: float | None, kind: type = float) -> Any:
+    """Field ``key`` of a workload dict as a finite ``kind`` (checked)."""
+    v = d.get(key, default)
+    if v is None and default is None:
+        return None
+    want = int if kind is int else (int, float)
+    if not isinstance(v, want) or isinstance(v, bool) or not math.isfinite(v):
+        raise WorkloadError(f"field {key!r} must be a finite {kind.__name__}, got {v!r}")
+    if kind is int and not -(2**62) < v < 2**62:
+        raise WorkloadError(f"field {key!r} is out of range: {v}")
+    return kind(v)
