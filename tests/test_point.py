@@ -53,10 +53,13 @@ WILDCARDS = {"hardware": "cpu", "model": "LeNet5", "network": "n", "mode": "asyn
 def test_cli_predict_gives_the_pipelines_figures_for_the_same_point(tmp_path, policy):
     workload = _workload(tmp_path)
     out = tmp_path / "p.parquet"
-    simulate_stage(CONFIG, workload, str(out), {**WILDCARDS, "policy": policy})
-    row = pl.read_parquet(out).row(0, named=True)
+    config = {**CONFIG, "workers": [1, 3], "policies": [policy]}
+    simulate_stage(config, workload, str(out), WILDCARDS)
+    rows = pl.read_parquet(out)
+    assert rows.height == 2  # the batch: every N of the grid
+    row = rows.filter(pl.col("workers") == 3).row(0, named=True)
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(yaml.safe_dump(CONFIG))
+    cfg.write_text(yaml.safe_dump(config))
     args = ["predict", "--workload", workload, "--configfile", str(cfg), "-b", "2e8"]
     args += ["--latency-s", "2e-4", "-n", "3", "--policy", policy, "--json"]
     r = CliRunner().invoke(main, args)

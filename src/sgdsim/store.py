@@ -110,7 +110,7 @@ def publish(
         db_path: output DuckDB file.
         tables_dirs: normalized profile directories of the configured grid
             (``profile.parquet``, ``ops.parquet``, …); ``profiles.source`` = ``'profile'``.
-        prediction_files: one-row Parquet files, one per grid point.
+        prediction_files: Parquet files of predictions, a row per grid point.
         measurement_files: one-row Parquet files, one per measured validation run.
         testbed_prediction_files: one-row Parquet files, the predictions of those runs.
         config_json: the validated config, stored in table ``runs``.

@@ -1,4 +1,5 @@
 from sgdsim.config import check_config
+from sgdsim.pipeline.grid import grid_points
 from sgdsim.store import imported_tables_dirs
 
 check_config(config, "config (" + " + ".join(map(str, workflow.configfiles)) + ")")
@@ -33,16 +34,18 @@ def imported_tables():
 
 
 def prediction_files():
-    """One Parquet file per grid point: hardware x model x network x policy x mode x workers."""
+    """One Parquet file per hardware x model x network, a row per policy x mode x N."""
     return expand(
-        "results/predictions/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
+        "results/predictions/{hardware}/{model}/{network}.parquet",
         hardware=HARDWARE,
         model=MODELS,
         network=NETWORKS,
-        policy=config["policies"],
-        mode=config["modes"],
-        workers=config["workers"],
     )
+
+
+def grid_point_names(wildcards):
+    """The policy/mode/N points a simulate job computes (a change re-runs it)."""
+    return [f"{p}/{m}/w{n}" for p, m, n in grid_points(config)]
 
 
 def chrome_trace_files():

@@ -1,11 +1,11 @@
 rule simulate:
-    """Discrete-event simulation of one grid point."""
+    """Discrete-event simulation of every grid point (policy x mode x N) of one workload and network."""
     input:
         workload=rules.normalize.output.workload,
     output:
-        prediction="results/predictions/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
+        prediction="results/predictions/{hardware}/{model}/{network}.parquet",
     log:
-        "results/logs/simulate/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.log",
+        "results/logs/simulate/{hardware}/{model}/{network}.log",
     group:
         "simulate"
     conda:
@@ -13,6 +13,8 @@ rule simulate:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        points=grid_point_names,
     script:
         "../scripts/simulate.py"
 

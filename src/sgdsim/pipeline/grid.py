@@ -56,43 +56,62 @@ def normalize_stage(profile_dir: str, tables_dir: str, workload_path: str) -> No
     normalize_profile(profile_dir, tables_dir, workload_path)
 
 
-def _grid_point(
-    config: dict[str, Any], workload_path: str, wildcards: dict[str, str]
-) -> tuple[Any, Any, dict[str, Any], Any]:
-    """The workload, the network as simulated, the network's config entry and the
-    :class:`~sgdsim.simulation.point.SimParams` of one grid point."""
-    from sgdsim.simulation import Workload
-    from sgdsim.simulation.point import SimParams, grid_network
+def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any]]:
+    """The network ``name`` as the simulator sees it, and its config entry."""
+    from sgdsim.simulation.point import grid_network
 
-    if wildcards["mode"] != "async":
-        raise ConfigError(f"config: modes: {wildcards['mode']!r} is not implemented; use async")
-    net = entry(config, "networks", wildcards["network"])
-    network = grid_network(net["bandwidth_bps"], net["latency_s"], net["name"])
-    return Workload.load(workload_path), network, net, SimParams.from_config(config)
+    net = entry(config, "networks", name)
+    return grid_network(net["bandwidth_bps"], net["latency_s"], net["name"]), net
+
+
+def grid_points(config: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """Every (policy, mode, N) of the grid, in the order a batch simulates them."""
+    cfg = with_defaults(config)
+    return [(p, m, int(n)) for p in cfg["policies"] for m in cfg["modes"] for n in cfg["workers"]]
 
 
 def simulate_stage(
     config: dict[str, Any], workload_path: str, out_path: str, wildcards: dict[str, str]
 ) -> None:
-    """Simulate one grid point and write its flat record as a one-row Parquet file."""
-    from sgdsim.simulation.point import predict_point
+    """Simulate every grid point of one workload and network (each policy, mode and
+    N of the config; see :func:`grid_points`) and write their flat records, one row
+    per point, as one Parquet file. Progress goes to stderr (the job's log).
+
+    One job per workload × network keeps a sweep's cost in the simulation rather
+    than in a process start per point; the store keeps one row per point.
+
+    Raises:
+        ConfigError: a mode that is not implemented.
+    """
+    from sgdsim.progress import progress
+    from sgdsim.simulation import Workload
+    from sgdsim.simulation.point import SimParams, predict_point
 
     cfg = with_defaults(config)
-    workload, network, net, params = _grid_point(cfg, workload_path, wildcards)
-    row = {
-        "model": wildcards["model"],
-        "hardware": wildcards["hardware"],
-        "network": net["name"],
-        "bandwidth_bps": float(net["bandwidth_bps"]),
-        "latency_s": float(net["latency_s"]),
-        "mode": wildcards["mode"],
-        "batch_size": workload.batch_size,
-        "workers_per_node": params.workers_per_node,
-        "ps_discipline": params.ps_discipline,
-        **predict_point(workload, network, int(wildcards["workers"]), wildcards["policy"], params),
-    }
+    workload = Workload.load(workload_path)
+    network, net = _grid_network(cfg, wildcards["network"])
+    params = SimParams.from_config(cfg)
+    points = grid_points(cfg)
+    rows = []
+    for policy, mode, n in progress(points, desc=f"[simulate] {network.name}", unit="point"):
+        if mode != "async":
+            raise ConfigError(f"config: modes: {mode!r} is not implemented; use async")
+        rows.append(
+            {
+                "model": wildcards["model"],
+                "hardware": wildcards["hardware"],
+                "network": net["name"],
+                "bandwidth_bps": float(net["bandwidth_bps"]),
+                "latency_s": float(net["latency_s"]),
+                "mode": mode,
+                "batch_size": workload.batch_size,
+                "workers_per_node": params.workers_per_node,
+                "ps_discipline": params.ps_discipline,
+                **predict_point(workload, network, n, policy, params),
+            }
+        )
     with atomic_path(out_path) as tmp:
-        pl.DataFrame([row]).write_parquet(tmp)
+        pl.DataFrame(rows).write_parquet(tmp)
 
 
 def chrome_trace_stage(
@@ -101,11 +120,16 @@ def chrome_trace_stage(
     """Write the synthetic execution trace (Chrome trace JSON) of one grid point:
     the point as :func:`simulate_stage` predicts it, one run of the entry's
     ``steps`` steps after one warm-up step."""
+    from sgdsim.simulation import Workload
     from sgdsim.simulation.chrome_trace import TraceRecord, chrome_trace, write_chrome_trace
-    from sgdsim.simulation.point import predict_point
+    from sgdsim.simulation.point import SimParams, predict_point
 
     cfg = with_defaults(config)
-    workload, network, _, params = _grid_point(cfg, workload_path, wildcards)
+    if wildcards["mode"] != "async":
+        raise ConfigError(f"config: modes: {wildcards['mode']!r} is not implemented; use async")
+    workload = Workload.load(workload_path)
+    network, _ = _grid_network(cfg, wildcards["network"])
+    params = SimParams.from_config(cfg)
     key = tuple(wildcards[k] for k in ("model", "hardware", "network", "workers", "policy"))
     steps = next(
         int(t["steps"])
