@@ -10,9 +10,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import dash
-from dash import Dash, html
+from dash import Dash, Input, Output, callback, dcc, html
 
 
 def create_app(db: str | None = None) -> Dash:
@@ -27,18 +28,35 @@ def create_app(db: str | None = None) -> Dash:
     )
     app.layout = html.Div(
         [
-            html.H1("sgdsim: distributed SGD throughput predictions"),
-            html.Nav(
+            dcc.Location(id="app-url"),
+            html.Header(
                 [
-                    dash.dcc.Link(p["name"], href=p["relative_path"])
-                    for p in dash.page_registry.values()
+                    html.H1("sgdsim: distributed SGD throughput predictions"),
+                    html.Nav(nav_links("/"), id="app-nav"),
                 ]
             ),
             dash.page_container,
         ],
-        style={"fontFamily": "sans-serif", "margin": "1em 2em"},
+        className="app",
     )
     return app
+
+
+def nav_links(pathname: str | None) -> list[Any]:
+    """One link per page in page order; the current page's has class ``active``."""
+    return [
+        dcc.Link(
+            p["name"],
+            href=p["relative_path"],
+            className="active" if p["relative_path"] == (pathname or "/") else "",
+        )
+        for p in dash.page_registry.values()
+    ]
+
+
+@callback(Output("app-nav", "children"), Input("app-url", "pathname"))
+def _mark_current_page(pathname: str | None) -> list[Any]:
+    return nav_links(pathname)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any
+
 import plotly.colors
 import plotly.graph_objects as go
 import polars as pl
+
+from dashboard.analysis import NEAR_PEAK, best_index, bottleneck, finite, with_band
 
 METRICS = {
     "samples_per_s": "Throughput (samples/s, all workers)",
@@ -13,77 +19,512 @@ METRICS = {
     "efficiency": "Parallel efficiency",
 }
 
+PALETTE = plotly.colors.qualitative.D3
+#: Colours of the timeline's span kinds.
+KIND_COLORS = {
+    "compute": "#2ca02c",
+    "pull": "#1f77b4",
+    "push": "#ff7f0e",
+    "update": "#9467bd",
+    "waiting": "#c7c7c7",
+}
+_LOG2_TICK = math.log10(2)
+_BASE_LAYOUT: dict[str, Any] = {
+    "template": "plotly_white",
+    "margin": {"t": 60, "l": 70, "r": 20},
+    "showlegend": True,
+}
 
-def scaling_figure(df: pl.DataFrame, model: str, metric: str = "samples_per_s") -> go.Figure:
-    """Throughput against workers for one model, one line per network.
+
+def colors_for(names: Sequence[str]) -> dict[str, str]:
+    """A colour per name, by its position in ``names`` (give every name the store
+    holds, so a line keeps its colour when others are hidden)."""
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+
+
+def empty_figure(message: str, title: str = "") -> go.Figure:
+    """A figure with no axes that says ``message`` in its middle."""
+    fig = go.Figure()
+    fig.update_layout(
+        title=title,
+        xaxis={"visible": False},
+        yaxis={"visible": False},
+        annotations=[
+            {
+                "text": message,
+                "showarrow": False,
+                "font": {"size": 16},
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+            }
+        ],
+        template="plotly_white",
+        meta={"empty": message},
+    )
+    return fig
+
+
+def _rgba(color: str, alpha: float) -> str:
+    r, g, b = plotly.colors.hex_to_rgb(color)
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def scaling_figure(
+    df: pl.DataFrame,
+    title: str,
+    metric: str = "samples_per_s",
+    colors: dict[str, str] | None = None,
+) -> go.Figure:
+    """Throughput against workers for one curve per network, with ideal scaling,
+    the uncertainty band and the best N of each network marked.
 
     Args:
-        df: rows of the ``scaling`` view (columns network, bandwidth_bps, workers, metric).
-        model: model name, for the title.
+        df: ``scaling`` rows joined with the prediction's ``batch_size``,
+            ``steps_per_s_std`` (optional ``steps_per_s_lo`` / ``_hi``) and the
+            bottleneck columns, for one model, hardware, mode and policy
+            (columns network, bandwidth_bps, workers, steps_per_s, samples_per_s,
+            speedup, efficiency).
+        title: what the curves are of (model, hardware, mode, policy).
         metric: a key of :data:`METRICS`.
+        colors: network -> colour (default: by bandwidth order in ``df``).
+
+    Returns:
+        Traces per network in order of bandwidth: band (two traces, when the
+        spread is known), the line (named after the network), the ideal line;
+        then one ``best N`` marker trace. An empty figure with a message when
+        ``df`` has no rows.
 
     Raises:
         ValueError: unknown metric.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    if df.is_empty():
+        return empty_figure("No network selected, or no predictions for this selection.", title)
+    nets = df.select("network", "bandwidth_bps").unique().sort("bandwidth_bps")["network"]
+    colors = colors or colors_for(nets.to_list())
+    df = with_band(df, metric)
     fig = go.Figure()
-    nets = df.select("network", "bandwidth_bps").unique().sort("bandwidth_bps")
-    for net in nets["network"].to_list():
+    best_x: list[int] = []
+    best_y: list[float] = []
+    best_c: list[str] = []
+    best_text: list[str] = []
+    for net in nets.to_list():
         d = df.filter(pl.col("network") == net).sort("workers")
+        c = colors.get(net, PALETTE[0])
+        x = d["workers"].to_list()
+        if "band_lo" in d.columns:
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=d["band_hi"].to_list(),
+                    mode="lines",
+                    line={"width": 0},
+                    legendgroup=net,
+                    showlegend=False,
+                    hoverinfo="skip",
+                    name=f"{net} band",
+                )
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=d["band_lo"].to_list(),
+                    mode="lines",
+                    line={"width": 0},
+                    fill="tonexty",
+                    fillcolor=_rgba(c, 0.18),
+                    legendgroup=net,
+                    showlegend=False,
+                    hoverinfo="skip",
+                    name=f"{net} band",
+                )
+            )
+        per_worker = (d["steps_per_s"] / d["workers"]).to_list()
+        custom = [
+            [finite(s), finite(w), finite(e)]
+            for s, w, e in zip(d["samples_per_s"], per_worker, d["efficiency"], strict=True)
+        ]
         fig.add_trace(
             go.Scatter(
-                x=d["workers"].to_list(),
+                x=x,
                 y=d[metric].to_list(),
                 mode="lines+markers",
                 name=net,
-                hovertemplate="N=%{x}<br>%{y:.3g}<extra>" + net + "</extra>",
+                legendgroup=net,
+                line={"color": c},
+                marker={"color": c},
+                customdata=custom,
+                hovertemplate=(
+                    f"<b>{net}</b>: %{{customdata[0]:,.4g}} samples/s · "
+                    "%{customdata[1]:.3g} steps/s per worker · "
+                    "efficiency %{customdata[2]:.0%}<extra></extra>"
+                ),
             )
         )
+        if metric in ("samples_per_s", "steps_per_s"):
+            one = d.filter(pl.col("workers") == 1)
+            if one.height:
+                fig.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=[one[metric][0] * n for n in x],
+                        mode="lines",
+                        line={"color": c, "dash": "dot", "width": 1},
+                        name=f"{net} ideal",
+                        legendgroup=net,
+                        showlegend=False,
+                        hoverinfo="skip",
+                    )
+                )
+        if d.height:
+            row = d.row(best_index(d["samples_per_s"].to_list()), named=True)
+            best_x.append(int(row["workers"]))
+            best_y.append(float(row[metric]))
+            best_c.append(c)
+            where = f" ({bottleneck(row)})" if "ps_down_util" in row else ""
+            best_text.append(f"{net}: best N = {row['workers']}{where}")
+    if metric in ("speedup", "efficiency"):
+        xs = sorted(set(df["workers"].to_list()))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[float(n) if metric == "speedup" else 1.0 for n in xs],
+                mode="lines",
+                line={"color": "#7f7f7f", "dash": "dot", "width": 1},
+                name="ideal",
+                hoverinfo="skip",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=best_x,
+            y=best_y,
+            mode="markers",
+            marker={
+                "symbol": "star",
+                "size": 18,
+                "color": best_c,
+                "line": {"color": "black", "width": 1},
+            },
+            name=f"best N (within {100 - NEAR_PEAK * 100:.0f} % of peak)",
+            text=best_text,
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
     fig.update_layout(
-        title=f"{model}: predicted {METRICS[metric].split(' (')[0].lower()} vs workers",
-        xaxis={"title": "workers N", "type": "log", "dtick": 0.30102999566},
-        yaxis={"title": METRICS[metric]},
+        **_BASE_LAYOUT,
+        title=f"{title}: predicted {METRICS[metric].split(' (')[0].lower()} vs workers",
+        xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
+        yaxis={
+            "title": METRICS[metric],
+            "rangemode": "tozero",
+            "tickformat": ".0%" if metric == "efficiency" else None,
+        },
         legend={"title": "network"},
-        showlegend=True,
-        template="plotly_white",
-        margin={"t": 60},
+        hovermode="x unified",
     )
     return fig
 
 
-def policy_figure(df: pl.DataFrame, model: str, network: str) -> go.Figure:
-    """Predicted steps/s against workers for one model and network, one line per policy.
+def policy_figure(df: pl.DataFrame, title: str, baseline: str | None) -> go.Figure:
+    """Predicted steps/s against workers, one line per policy, hover gain vs ``baseline``.
 
     Args:
-        df: rows of the ``policy_gain`` view (columns policy, workers, steps_per_s,
-            gain_vs_fifo_random).
+        df: rows with columns policy, workers, steps_per_s (one model, hardware,
+            network and mode).
+        title: what the curves are of.
+        baseline: policy the gains are relative to (must be in ``df``), or None.
     """
+    if df.is_empty():
+        return empty_figure("No predictions for this selection.", title)
+    base = (
+        df.filter(pl.col("policy") == baseline).select("workers", pl.col("steps_per_s").alias("b"))
+        if baseline
+        else pl.DataFrame(schema={"workers": pl.Int64, "b": pl.Float64})
+    )
+    df = df.join(base.cast({"workers": df.schema["workers"]}), on="workers", how="left")
     fig = go.Figure()
-    for policy in sorted(set(df["policy"].to_list())):
+    for i, policy in enumerate(sorted(set(df["policy"].to_list()))):
         d = df.filter(pl.col("policy") == policy).sort("workers")
-        gains = d["gain_vs_fifo_random"].to_list()
+        gains = [
+            finite(s / b if b else None) for s, b in zip(d["steps_per_s"], d["b"], strict=True)
+        ]
+        vs = f"×%{{customdata[0]:.3f}} vs {baseline}" if baseline else "no baseline"
         fig.add_trace(
             go.Scatter(
                 x=d["workers"].to_list(),
                 y=d["steps_per_s"].to_list(),
                 mode="lines+markers",
                 name=policy,
-                customdata=[[g if g is not None else float("nan")] for g in gains],
-                hovertemplate="N=%{x}<br>%{y:.3g} steps/s<br>×%{customdata[0]:.3f} vs fifo_random"
-                + "<extra>"
-                + policy
-                + "</extra>",
+                line={"color": PALETTE[i % len(PALETTE)]},
+                customdata=[[g] for g in gains],
+                hovertemplate=f"<b>{policy}</b>: %{{y:.3g}} steps/s · {vs}<extra></extra>",
             )
         )
     fig.update_layout(
-        title=f"{model} on {network}: predicted steps/s by transmission policy",
-        xaxis={"title": "workers N", "type": "log", "dtick": 0.30102999566},
-        yaxis={"title": "Throughput (steps/s, all workers)"},
+        **_BASE_LAYOUT,
+        title=f"{title}: predicted steps/s by transmission policy",
+        xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
+        yaxis={"title": "Throughput (steps/s, all workers)", "rangemode": "tozero"},
         legend={"title": "policy"},
-        showlegend=True,
+        hovermode="x unified",
+    )
+    return fig
+
+
+def mode_figure(df: pl.DataFrame, title: str) -> go.Figure:
+    """Predicted samples/s against workers, one line per SGD mode (columns mode,
+    workers, samples_per_s); a message when ``df`` is empty."""
+    if df.is_empty():
+        return empty_figure("No predictions for this selection.", title)
+    fig = go.Figure()
+    for i, mode in enumerate(sorted(set(df["mode"].to_list()))):
+        d = df.filter(pl.col("mode") == mode).sort("workers")
+        fig.add_trace(
+            go.Scatter(
+                x=d["workers"].to_list(),
+                y=d["samples_per_s"].to_list(),
+                mode="lines+markers",
+                name=mode,
+                line={"color": PALETTE[i % len(PALETTE)]},
+                hovertemplate=f"<b>{mode}</b>: %{{y:,.4g}} samples/s<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        **_BASE_LAYOUT,
+        title=f"{title}: predicted samples/s by SGD mode",
+        xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
+        yaxis={"title": "Throughput (samples/s, all workers)", "rangemode": "tozero"},
+        legend={"title": "mode"},
+        hovermode="x unified",
+    )
+    return fig
+
+
+def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
+    """Best N per model × hardware (rows) and network (columns), colour log2(N).
+
+    Args:
+        best: rows of :func:`dashboard.analysis.best_points` for one mode and policy.
+        networks: column order (slowest first).
+
+    Each cell's ``customdata`` is ``[model, hardware, network]`` (the click target).
+    """
+    if best.is_empty():
+        return empty_figure("No predictions for this mode and policy.")
+    rows = best.select("model", "hardware").unique().sort("model", "hardware").rows()
+    cols = [n for n in networks if n in set(best["network"].to_list())]
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    custom: list[list[list[str]]] = []
+    for model, hw in rows:
+        zr: list[float | None] = []
+        tr: list[str] = []
+        cr: list[list[str]] = []
+        for net in cols:
+            r = best.filter(
+                (pl.col("model") == model) & (pl.col("hardware") == hw) & (pl.col("network") == net)
+            )
+            if r.height:
+                n = int(r["best_workers"][0])
+                zr.append(math.log2(n))
+                tr.append(
+                    f"N = {n}<br>{r['samples_per_s'][0]:,.0f} samples/s<br>{r['bottleneck'][0]}"
+                )
+            else:
+                zr.append(None)
+                tr.append("")
+            cr.append([model, hw, net])
+        z.append(zr)
+        text.append(tr)
+        custom.append(cr)
+    top = max(v for r in z for v in r if v is not None)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=cols,
+            y=[f"{m} · {h}" for m, h in rows],
+            text=text,
+            texttemplate="%{text}",
+            customdata=custom,
+            hovertemplate="%{y} on %{x}<br>%{text}<br>click for the scaling detail<extra></extra>",
+            colorscale="Blues",
+            zmin=0,
+            zmax=max(top, 1.0),
+            colorbar={
+                "title": "best N",
+                "tickvals": list(range(int(top) + 1)),
+                "ticktext": [str(2**k) for k in range(int(top) + 1)],
+            },
+            xgap=2,
+            ygap=2,
+        )
+    )
+    fig.update_layout(
+        title="Best number of workers (smallest N within 5 % of peak throughput)",
+        xaxis={"title": "network", "side": "top"},
+        yaxis={"title": "model · hardware", "autorange": "reversed"},
         template="plotly_white",
-        margin={"t": 60},
+        margin={"t": 110, "l": 160},
+        height=max(260, 90 + 80 * len(rows)),
+    )
+    return fig
+
+
+def bottleneck_figure(df: pl.DataFrame, title: str) -> go.Figure:
+    """PS link utilisation per direction and blocked fraction against workers.
+
+    Args:
+        df: ``predictions`` rows of one curve (workers, ps_down_util, ps_up_util,
+            blocked_fraction; optional sim_steps_per_s, cpu_bound_steps_per_s).
+    """
+    if df.is_empty():
+        return empty_figure("No predictions for this selection.", title)
+    d = df.sort("workers")
+    x = d["workers"].to_list()
+    fig = go.Figure()
+    series = [
+        ("ps_down_util", "PS NIC out (pulls) busy", PALETTE[0]),
+        ("ps_up_util", "PS NIC in (pushes) busy", PALETTE[1]),
+        ("blocked_fraction", "worker time blocked on communication", PALETTE[3]),
+    ]
+    for col, name, c in series:
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=d[col].to_list(),
+                mode="lines+markers",
+                name=name,
+                line={"color": c},
+                hovertemplate=f"{name}: %{{y:.0%}}<extra></extra>",
+            )
+        )
+    if {"sim_steps_per_s", "cpu_bound_steps_per_s"} <= set(d.columns):
+        ratio = [
+            finite(b / s if b is not None and s else None)
+            for b, s in zip(d["cpu_bound_steps_per_s"], d["sim_steps_per_s"], strict=True)
+        ]
+        if any(not math.isnan(r) for r in ratio):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=ratio,
+                    mode="lines+markers",
+                    name="CPU bound / simulated rate (< 100 %: CPU limits)",
+                    line={"color": PALETTE[4], "dash": "dash"},
+                    hovertemplate="CPU bound / simulated: %{y:.0%}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        **_BASE_LAYOUT,
+        title=f"{title}: where the time goes",
+        xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
+        yaxis={"title": "share", "tickformat": ".0%", "rangemode": "tozero"},
+        hovermode="x unified",
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def timeline_spans(trace: dict[str, Any]) -> pl.DataFrame:
+    """Spans of a Chrome trace written by :mod:`sgdsim.simulation.chrome_trace`.
+
+    Returns:
+        Columns lane (``worker w · compute|pull|push``, ``PS · update``),
+        kind (compute, pull, push, update, waiting), name, start_s, end_s, sorted
+        by lane order (PS first, then workers). ``waiting`` spans are the gaps
+        between consecutive compute spans of a worker: it waits for
+        parameters, for its updates or for the next step's start.
+    """
+    procs: dict[int, str] = {}
+    threads: dict[tuple[int, int], str] = {}
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            procs[e["pid"]] = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            threads[(e["pid"], e["tid"])] = e["args"]["name"]
+    rows: list[tuple[str, str, str, float, float, int, int]] = []
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") != "X":
+            continue
+        pid, tid = e["pid"], e["tid"]
+        proc = "PS" if pid == 0 else procs.get(pid, f"process {pid}")
+        lane = f"{proc} · {threads.get((pid, tid), str(tid))}"
+        t0 = e["ts"] / 1e6
+        rows.append((lane, e.get("cat", ""), e.get("name", ""), t0, t0 + e["dur"] / 1e6, pid, tid))
+    schema = {
+        "lane": pl.String,
+        "kind": pl.String,
+        "name": pl.String,
+        "start_s": pl.Float64,
+        "end_s": pl.Float64,
+        "pid": pl.Int64,
+        "tid": pl.Int64,
+    }
+    df = pl.DataFrame(rows, schema=schema, orient="row")
+    waits: list[tuple[str, str, str, float, float, int, int]] = []
+    comp = df.filter(pl.col("kind") == "compute").sort("pid", "start_s")
+    for (pid,), g in comp.group_by(["pid"], maintain_order=True):
+        lane, tid = g["lane"][0], int(g["tid"][0])
+        ends, starts = g["end_s"].to_list(), g["start_s"].to_list()
+        for a, b in zip(ends[:-1], starts[1:], strict=True):
+            if b > a:
+                waits.append((lane, "waiting", "waiting", a, b, int(pid), tid))
+    if waits:
+        df = pl.concat([df, pl.DataFrame(waits, schema=schema, orient="row")])
+    return df.sort("pid", "tid", "start_s")
+
+
+def timeline_figure(spans: pl.DataFrame, title: str) -> go.Figure:
+    """Gantt chart of :func:`timeline_spans`: one row per lane, one colour per kind.
+
+    Each kind is one trace of line segments (start to end at the lane's row),
+    so a trace of thousands of spans stays one SVG path.
+    """
+    if spans.is_empty():
+        return empty_figure("This trace has no spans.", title)
+    lanes = spans.select("lane", "pid", "tid").unique().sort("pid", "tid")["lane"].to_list()
+    fig = go.Figure()
+    for kind, color in KIND_COLORS.items():
+        d = spans.filter(pl.col("kind") == kind)
+        if d.is_empty():
+            continue
+        xs: list[float | None] = []
+        ys: list[str | None] = []
+        text: list[str | None] = []
+        for lane, name, t0, t1 in d.select("lane", "name", "start_s", "end_s").iter_rows():
+            label = f"{name}: {1e3 * t0:.2f}–{1e3 * t1:.2f} ms ({1e3 * (t1 - t0):.2f} ms)"
+            xs += [t0, t1, None]
+            ys += [lane, lane, None]
+            text += [label, label, None]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                line={"color": color, "width": 14 if kind != "waiting" else 6},
+                name=kind,
+                text=text,
+                hovertemplate="%{y}<br>%{text}<extra></extra>",
+                connectgaps=False,
+            )
+        )
+    fig.update_layout(
+        **_BASE_LAYOUT,
+        title=title,
+        xaxis={"title": "simulated time (s)"},
+        yaxis={
+            "categoryorder": "array",
+            "categoryarray": lanes,
+            "autorange": "reversed",
+            "title": "",
+        },
+        height=max(320, 120 + 28 * len(lanes)),
+        legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"},
+        hovermode="closest",
     )
     return fig
 
@@ -99,14 +540,13 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
             measured_steps_per_s_std, predicted_steps_per_s).
         model: model name, for the title.
     """
-    palette = plotly.colors.qualitative.D3
     fig = go.Figure()
     groups = (
         df.select("network", "bandwidth_bps", "policy").unique().sort("bandwidth_bps", "policy")
     )
     for i, (network, _, policy) in enumerate(groups.iter_rows()):
         d = df.filter((pl.col("network") == network) & (pl.col("policy") == policy)).sort("workers")
-        color = palette[i % len(palette)]
+        color = PALETTE[i % len(PALETTE)]
         label = f"{network} · {policy}"
         errors = d["ape_pct"].to_list() if "ape_pct" in d.columns else [None] * d.height
         fig.add_trace(
@@ -117,7 +557,7 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
                 mode="markers",
                 marker={"color": color, "size": 9},
                 name=f"{label} measured",
-                customdata=[[e if e is not None else float("nan")] for e in errors],
+                customdata=[[finite(e)] for e in errors],
                 hovertemplate="N=%{x}<br>measured %{y:.3g} steps/s"
                 + "<br>|error| %{customdata[0]:.1f} %"
                 + f"<extra>{label}</extra>",
@@ -134,12 +574,10 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
             )
         )
     fig.update_layout(
+        **_BASE_LAYOUT,
         title=f"{model}: measured (markers) and predicted (dashed) steps/s on the testbed",
         xaxis={"title": "workers N", "dtick": 1},
         yaxis={"title": "Throughput (steps/s, all workers)", "rangemode": "tozero"},
         legend={"title": "network · policy"},
-        showlegend=True,
-        template="plotly_white",
-        margin={"t": 60},
     )
     return fig

@@ -5,18 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Input, Output, callback, dcc, html
+import polars as pl
+from dash import Input, Output, State, callback, dcc, html
 
 from dashboard.data import fetch
+from dashboard.export import export_bar, register_export
 from dashboard.figures import validation_figure
 
-dash.register_page(__name__, path="/validation", name="Validation", title="sgdsim: validation")
+dash.register_page(
+    __name__, path="/validation", name="Validation", title="sgdsim: validation", order=4
+)
 
 _EMPTY = (
     "No measured validation in this store: the testbed needs root and iproute2 "
     "(points are then recorded as skipped; see results/reports/accuracy.md), or the "
     "config's validation.points is empty."
 )
+
+
+def rows(model: str | None) -> pl.DataFrame:
+    """Measured and predicted steps/s of one model at every measured point."""
+    return fetch(
+        "SELECT * FROM validation WHERE model = ? ORDER BY network, policy, workers",
+        [model or ""],
+    )
 
 
 def layout(**_: Any) -> html.Div:
@@ -38,7 +50,8 @@ def layout(**_: Any) -> html.Div:
                 ],
                 style={"maxWidth": "640px"},
             ),
-            dcc.Graph(id="validation-graph"),
+            dcc.Graph(id="validation-graph", config={"displaylogo": False}),
+            export_bar("validation-export"),
             html.Div(id="validation-summary"),
         ]
     )
@@ -51,10 +64,7 @@ def layout(**_: Any) -> html.Div:
 )
 def update_validation(model: str | None) -> Any:
     """The model's measured-vs-predicted figure and its MAPE / max error table."""
-    df = fetch(
-        "SELECT * FROM validation WHERE model = ? ORDER BY network, policy, workers",
-        [model or ""],
-    )
+    df = rows(model)
     summary = fetch(
         "SELECT network, policy, points, mape_pct, max_ape_pct FROM validation_summary "
         "WHERE model = ? ORDER BY network, policy",
@@ -70,5 +80,14 @@ def update_validation(model: str | None) -> Any:
             for net, pol, n, m, x in summary.iter_rows()
         ],
         id="validation-table",
+        className="data",
     )
     return validation_figure(df, model or "no model"), table
+
+
+register_export(
+    "validation-export",
+    [State("validation-model", "value")],
+    rows,
+    lambda model: f"sgdsim-validation-{model}",
+)

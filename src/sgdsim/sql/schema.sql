@@ -207,3 +207,12 @@ CREATE TABLE runs (
     sgdsim_version VARCHAR NOT NULL,
     config_json VARCHAR NOT NULL        -- the validated config the results come from
 );
+
+-- Price per node-hour of each hardware and network entry priced in the
+-- config's cost: (entries without a price are absent; none = no cost shown).
+CREATE TABLE prices (
+    kind          VARCHAR NOT NULL,  -- hardware | network
+    name          VARCHAR NOT NULL,  -- entry name
+    per_node_hour DOUBLE NOT NULL,   -- price of one node for one hour, in currency
+    currency      VARCHAR NOT NULL   -- cost.currency, e.g. USD
+);

@@ -1,0 +1,188 @@
+"""Page: where the time goes, the bottleneck against N and a simulated execution timeline."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import dash
+import polars as pl
+from dash import Input, Output, State, callback, dcc, html
+
+from dashboard.analysis import with_bottleneck
+from dashboard.data import distinct, fetch, network_names, pick, search, trace_files, trace_path
+from dashboard.export import export_bar, register_export
+from dashboard.figures import bottleneck_figure, empty_figure, timeline_figure, timeline_spans
+from dashboard.ui import control, dropdown
+
+dash.register_page(
+    __name__, path="/time", name="Where the time goes", title="sgdsim: where the time goes", order=2
+)
+
+
+def rows(
+    model: str | None,
+    hardware: str | None,
+    network: str | None,
+    mode: str | None,
+    policy: str | None,
+) -> pl.DataFrame:
+    """Predictions of one curve with their bottleneck."""
+    df = fetch(
+        "SELECT * FROM predictions WHERE model = ? AND hardware = ? AND network = ? "
+        "AND mode = ? AND policy = ? ORDER BY workers",
+        [model or "", hardware or "", network or "", mode or "", policy or ""],
+    )
+    return with_bottleneck(df)
+
+
+def default_trace(
+    traces: list[str], model: str | None, hardware: str | None, network: str | None
+) -> str | None:
+    """The first trace of the selected model, hardware and network, else the first trace.
+    Trace paths are ``{hardware}/{model}/{network}/{policy}/{mode}/w{N}.json``."""
+    for t in traces:
+        if t.split("/")[:3] == [hardware, model, network]:
+            return t
+    return traces[0] if traces else None
+
+
+def layout(
+    model: str | None = None,
+    hardware: str | None = None,
+    network: str | None = None,
+    mode: str | None = None,
+    policy: str | None = None,
+    trace: str | None = None,
+    **_: Any,
+) -> html.Div:
+    models, hws, nets = distinct("model"), distinct("hardware"), network_names()
+    modes, policies = distinct("mode"), distinct("policy")
+    model, hardware, network = pick(model, models), pick(hardware, hws), pick(network, nets)
+    traces = trace_files()
+    return html.Div(
+        [
+            dcc.Location(id="time-url", refresh=False),
+            html.H2("Where the time goes"),
+            html.P(
+                "How busy the parameter server's link is in each direction and how much of "
+                "its time a worker waits on communication, against N; the CPU bound's ratio "
+                "to the simulated rate when the profile measured CPU."
+            ),
+            html.Div(
+                [
+                    control("Model", dropdown("time-model", models, model)),
+                    control("Hardware", dropdown("time-hardware", hws, hardware)),
+                    control("Network", dropdown("time-network", nets, network)),
+                    control("SGD mode", dropdown("time-mode", modes, pick(mode, modes))),
+                    control(
+                        "Transmission policy",
+                        dropdown("time-policy", policies, pick(policy, policies, "tf_default")),
+                    ),
+                ],
+                className="controls",
+            ),
+            dcc.Graph(id="time-bottleneck", config={"displaylogo": False}),
+            export_bar("time-export"),
+            html.H3("Timeline of a simulated run"),
+            html.P(
+                "Each worker's compute, parameter pulls and gradient pushes, and the PS's "
+                "updates, from the synthetic trace the pipeline writes for the grid points "
+                "listed in simulation.chrome_traces. Grey: the worker waits (for parameters, "
+                "for its updates, or between steps). The same file opens in Perfetto "
+                "(ui.perfetto.dev, Open trace file) or chrome://tracing."
+            ),
+            html.Div(
+                [
+                    control(
+                        "Trace",
+                        dcc.Dropdown(
+                            traces,
+                            pick(trace, traces, default_trace(traces, model, hardware, network)),
+                            id="time-trace",
+                            clearable=False,
+                            placeholder="no traces: list grid points in simulation.chrome_traces",
+                        ),
+                    ),
+                    html.Button(
+                        "Download trace (Chrome JSON)", id="time-trace-download-button", n_clicks=0
+                    ),
+                    dcc.Download(id="time-trace-download"),
+                ],
+                className="controls",
+            ),
+            dcc.Graph(id="time-timeline", config={"displaylogo": False}),
+        ]
+    )
+
+
+@callback(
+    Output("time-bottleneck", "figure"),
+    Output("time-url", "search"),
+    Input("time-model", "value"),
+    Input("time-hardware", "value"),
+    Input("time-network", "value"),
+    Input("time-mode", "value"),
+    Input("time-policy", "value"),
+    Input("time-trace", "value"),
+)
+def update_bottleneck(
+    model: str | None,
+    hardware: str | None,
+    network: str | None,
+    mode: str | None,
+    policy: str | None,
+    trace: str | None,
+) -> Any:
+    """Bottleneck figure of the selected curve; URL query of the page."""
+    title = f"{model} on {hardware}, {network} ({mode}, {policy})"
+    fig = bottleneck_figure(rows(model, hardware, network, mode, policy), title)
+    query = search(
+        model=model, hardware=hardware, network=network, mode=mode, policy=policy, trace=trace
+    )
+    return fig, query
+
+
+@callback(Output("time-timeline", "figure"), Input("time-trace", "value"))
+def update_timeline(trace: str | None) -> Any:
+    """Gantt chart of the selected trace file."""
+    if not trace:
+        return empty_figure(
+            "No synthetic traces in this store's results/: list grid points in "
+            "simulation.chrome_traces and rerun the pipeline."
+        )
+    data = json.loads(trace_path(trace).read_text())
+    meta = data.get("otherData", {})
+    title = (
+        f"{meta.get('model', '?')} on {meta.get('hardware', '?')}, {meta.get('network', '?')}, "
+        f"N = {meta.get('workers', '?')} ({meta.get('mode', '?')}, {meta.get('policy', '?')})"
+    )
+    return timeline_figure(timeline_spans(data), title)
+
+
+@callback(
+    Output("time-trace-download", "data"),
+    Input("time-trace-download-button", "n_clicks"),
+    State("time-trace", "value"),
+    prevent_initial_call=True,
+)
+def download_trace(_n: int, trace: str | None) -> Any:
+    """The selected trace file, for Perfetto or chrome://tracing."""
+    if not trace:
+        return dash.no_update
+    path = trace_path(trace)
+    return dcc.send_file(str(path), filename="sgdsim-" + trace.replace("/", "-"))
+
+
+register_export(
+    "time-export",
+    [
+        State("time-model", "value"),
+        State("time-hardware", "value"),
+        State("time-network", "value"),
+        State("time-mode", "value"),
+        State("time-policy", "value"),
+    ],
+    rows,
+    lambda *key: "sgdsim-bottleneck-" + "-".join(str(k) for k in key),
+)
