@@ -15,17 +15,23 @@ import polars as pl
 NEAR_PEAK = 0.95
 #: A PS NIC direction counts as the bottleneck at this busy fraction or more.
 LINK_SATURATED = 0.85
-#: Workers count as waiting on their own link at this blocked share or more.
+#: Workers count as communication-bound at this blocked share or more.
 MOSTLY_BLOCKED = 0.5
+#: A communication-bound point with N ≥ 2 is limited by the shared PS link when
+#: its busier direction is at least this busy (else by each worker's own transfers).
+PS_LINK_LOADED = 0.5
 
 #: Columns that identify one scaling curve (one line of the Scaling page).
 CURVE = ["model", "hardware", "network", "mode", "policy"]
 
 BOTTLENECKS = {
-    "PS NIC out": "the PS's link towards the workers (parameter pulls) is saturated",
-    "PS NIC in": "the PS's link from the workers (gradient pushes) is saturated",
+    "PS NIC out": "the PS's link towards the workers (parameter pulls) limits the rate",
+    "PS NIC in": "the PS's link from the workers (gradient pushes) limits the rate",
     "PS CPU": "the CPU bound (profiled CPU seconds per step, utilization law) caps the rate",
-    "worker NIC": "workers mostly wait on their own transfers while the PS links have room",
+    "worker NIC": (
+        "workers mostly wait on their own transfers (their link's rate and per-message "
+        "latency) while the PS link has room"
+    ),
     "compute": "workers mostly compute",
 }
 
@@ -34,24 +40,33 @@ def bottleneck(row: dict[str, Any]) -> str:
     """Name of the resource that limits one grid point (a key of :data:`BOTTLENECKS`).
 
     Args:
-        row: a ``predictions`` row; uses ``steps_per_s``, ``sim_steps_per_s``,
+        row: a ``predictions`` row; uses ``workers``, ``sim_steps_per_s``,
             ``cpu_bound_steps_per_s``, ``ps_down_util``, ``ps_up_util`` (busy
             fractions 0–1) and ``blocked_fraction`` (0–1).
 
-    Rules, first match wins: the CPU bound is below the simulated rate (it is
-    then the rate, see ``sgdsim.pipeline``: the PS's cores on the grid's
-    placement, where the PS has nodes of its own); a PS NIC direction is at
-    least :data:`LINK_SATURATED` busy (the busier one); workers are blocked on
-    communication at least :data:`MOSTLY_BLOCKED` of their time; else compute.
+    Rules, first match wins:
+
+    1. the CPU bound is below the simulated rate (it is then the rate, see
+       ``sgdsim.pipeline``; on the grid's placement the PS has nodes of its own,
+       and the bound that does not grow with N is the PS's cores): PS CPU;
+    2. workers are blocked on communication at least :data:`MOSTLY_BLOCKED` of
+       their time: with N ≥ 2 and the PS link's busier direction at least
+       :data:`PS_LINK_LOADED` busy, that direction of the PS NIC (it carries N
+       times what one worker's NIC does); else the worker NIC (at N = 1 both
+       ends carry the same bytes);
+    3. a PS NIC direction is at least :data:`LINK_SATURATED` busy: that one;
+    4. compute.
     """
     sim, bound = row.get("sim_steps_per_s"), row.get("cpu_bound_steps_per_s")
     if sim is not None and bound is not None and bound < sim:
         return "PS CPU"
     down, up = float(row.get("ps_down_util") or 0.0), float(row.get("ps_up_util") or 0.0)
-    if max(down, up) >= LINK_SATURATED:
-        return "PS NIC out" if down >= up else "PS NIC in"
+    ps_link = "PS NIC out" if down >= up else "PS NIC in"
     if float(row.get("blocked_fraction") or 0.0) >= MOSTLY_BLOCKED:
-        return "worker NIC"
+        loaded = int(row.get("workers") or 1) >= 2 and max(down, up) >= PS_LINK_LOADED
+        return ps_link if loaded else "worker NIC"
+    if max(down, up) >= LINK_SATURATED:
+        return ps_link
     return "compute"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -76,6 +77,7 @@ def scaling_figure(
     title: str,
     metric: str = "samples_per_s",
     colors: dict[str, str] | None = None,
+    log_y: bool = False,
 ) -> go.Figure:
     """Throughput against workers for one curve per network, with ideal scaling,
     the uncertainty band and the best N of each network marked.
@@ -89,6 +91,9 @@ def scaling_figure(
         title: what the curves are of (model, hardware, mode, policy).
         metric: a key of :data:`METRICS`.
         colors: network -> colour (default: by bandwidth order in ``df``).
+        log_y: logarithmic throughput axis (ideal scaling is then a straight line);
+            else linear from zero, cut at 1.15 × the highest prediction or band
+            edge so the ideal lines do not squash the curves.
 
     Returns:
         Traces per network in order of bandwidth: band (two traces, when the
@@ -214,15 +219,26 @@ def scaling_figure(
             hovertemplate="%{text}<extra></extra>",
         )
     )
+    top = max(
+        float(df[c].max())  # type: ignore[arg-type]
+        for c in (metric, "band_hi")
+        if c in df.columns and df[c].drop_nulls().len()
+    )
+    if metric == "efficiency":
+        top = max(top, 1.0)
+    yaxis: dict[str, Any] = {
+        "title": METRICS[metric],
+        "tickformat": ".0%" if metric == "efficiency" else None,
+    }
+    if log_y:
+        yaxis["type"] = "log"
+    else:
+        yaxis["range"] = [0, 1.15 * top]
     fig.update_layout(
         **_BASE_LAYOUT,
         title=f"{title}: predicted {METRICS[metric].split(' (')[0].lower()} vs workers",
         xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
-        yaxis={
-            "title": METRICS[metric],
-            "rangemode": "tozero",
-            "tickformat": ".0%" if metric == "efficiency" else None,
-        },
+        yaxis=yaxis,
         legend={"title": "network"},
         hovermode="x unified",
     )
@@ -311,7 +327,7 @@ def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
         best: rows of :func:`dashboard.analysis.best_points` for one mode and policy.
         networks: column order (slowest first).
 
-    Each cell's ``customdata`` is ``[model, hardware, network]`` (the click target).
+    Row labels are ``"{model} · {hardware}"`` (a click names its curve by them).
     """
     if best.is_empty():
         return empty_figure("No predictions for this mode and policy.")
@@ -319,11 +335,9 @@ def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
     cols = [n for n in networks if n in set(best["network"].to_list())]
     z: list[list[float | None]] = []
     text: list[list[str]] = []
-    custom: list[list[list[str]]] = []
     for model, hw in rows:
         zr: list[float | None] = []
         tr: list[str] = []
-        cr: list[list[str]] = []
         for net in cols:
             r = best.filter(
                 (pl.col("model") == model) & (pl.col("hardware") == hw) & (pl.col("network") == net)
@@ -337,10 +351,8 @@ def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
             else:
                 zr.append(None)
                 tr.append("")
-            cr.append([model, hw, net])
         z.append(zr)
         text.append(tr)
-        custom.append(cr)
     top = max(v for r in z for v in r if v is not None)
     fig = go.Figure(
         go.Heatmap(
@@ -349,15 +361,17 @@ def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
             y=[f"{m} · {h}" for m, h in rows],
             text=text,
             texttemplate="%{text}",
-            customdata=custom,
             hovertemplate="%{y} on %{x}<br>%{text}<br>click for the scaling detail<extra></extra>",
             colorscale="Blues",
             zmin=0,
             zmax=max(top, 1.0),
+            textfont={"size": 14},
             colorbar={
                 "title": "best N",
                 "tickvals": list(range(int(top) + 1)),
                 "ticktext": [str(2**k) for k in range(int(top) + 1)],
+                "len": 1.0,
+                "thickness": 18,
             },
             xgap=2,
             ygap=2,
@@ -368,18 +382,21 @@ def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
         xaxis={"title": "network", "side": "top"},
         yaxis={"title": "model · hardware", "autorange": "reversed"},
         template="plotly_white",
-        margin={"t": 110, "l": 160},
-        height=max(260, 90 + 80 * len(rows)),
+        margin={"t": 110, "l": 160, "b": 20},
+        height=max(300, 140 + 100 * len(rows)),
     )
     return fig
 
 
 def bottleneck_figure(df: pl.DataFrame, title: str) -> go.Figure:
-    """PS link utilisation per direction and blocked fraction against workers.
+    """PS link utilisation per direction, blocked fraction and the PS CPU's busy
+    share against workers (all 0–1).
 
     Args:
-        df: ``predictions`` rows of one curve (workers, ps_down_util, ps_up_util,
-            blocked_fraction; optional sim_steps_per_s, cpu_bound_steps_per_s).
+        df: ``predictions`` rows of one curve (workers, steps_per_s, ps_down_util,
+            ps_up_util, blocked_fraction; optional cpu_bound_steps_per_s: the PS
+            CPU's busy share is steps_per_s / cpu_bound_steps_per_s, the
+            utilization law of :mod:`sgdsim.simulation.bounds`).
     """
     if df.is_empty():
         return empty_figure("No predictions for this selection.", title)
@@ -402,27 +419,28 @@ def bottleneck_figure(df: pl.DataFrame, title: str) -> go.Figure:
                 hovertemplate=f"{name}: %{{y:.0%}}<extra></extra>",
             )
         )
-    if {"sim_steps_per_s", "cpu_bound_steps_per_s"} <= set(d.columns):
-        ratio = [
-            finite(b / s if b is not None and s else None)
-            for b, s in zip(d["cpu_bound_steps_per_s"], d["sim_steps_per_s"], strict=True)
+    if "cpu_bound_steps_per_s" in d.columns:
+        # utilization law U = X · D = X / (C / D): the rate over the CPU bound
+        busy = [
+            finite(x_ / b if b else None)
+            for x_, b in zip(d["steps_per_s"], d["cpu_bound_steps_per_s"], strict=True)
         ]
-        if any(not math.isnan(r) for r in ratio):
+        if any(not math.isnan(u) for u in busy):
             fig.add_trace(
                 go.Scatter(
                     x=x,
-                    y=ratio,
+                    y=busy,
                     mode="lines+markers",
-                    name="CPU bound / simulated rate (< 100 %: CPU limits)",
+                    name="PS CPU busy (rate / CPU bound; 100 %: CPU limits)",
                     line={"color": PALETTE[4], "dash": "dash"},
-                    hovertemplate="CPU bound / simulated: %{y:.0%}<extra></extra>",
+                    hovertemplate="PS CPU busy: %{y:.0%}<extra></extra>",
                 )
             )
     fig.update_layout(
         **_BASE_LAYOUT,
         title=f"{title}: where the time goes",
         xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
-        yaxis={"title": "share", "tickformat": ".0%", "rangemode": "tozero"},
+        yaxis={"title": "share", "tickformat": ".0%", "range": [0, 1.05]},
         hovermode="x unified",
         legend={"orientation": "h", "y": -0.2},
     )
@@ -478,15 +496,32 @@ def timeline_spans(trace: dict[str, Any]) -> pl.DataFrame:
     return df.sort("pid", "tid", "start_s")
 
 
-def timeline_figure(spans: pl.DataFrame, title: str) -> go.Figure:
+def step_windows(spans: pl.DataFrame) -> list[tuple[float, float]]:
+    """Time windows ``(start_s, end_s)`` of worker 0's steps in :func:`timeline_spans`:
+    from the start of one of its ``segment 0`` compute spans (a step's first
+    compute) to the next; empty when it has fewer than two."""
+    starts = sorted(
+        spans.filter(
+            (pl.col("pid") == 1) & (pl.col("kind") == "compute") & (pl.col("name") == "segment 0")
+        )["start_s"].to_list()
+    )
+    return list(itertools.pairwise(starts))
+
+
+def timeline_figure(
+    spans: pl.DataFrame, title: str, window: tuple[float, float] | None = None
+) -> go.Figure:
     """Gantt chart of :func:`timeline_spans`: one row per lane, one colour per kind.
 
     Each kind is one trace of line segments (start to end at the lane's row),
-    so a trace of thousands of spans stays one SVG path.
+    so a trace of thousands of spans stays one SVG path. ``window``: draw only
+    the spans overlapping ``(start_s, end_s)`` and zoom the time axis to it.
     """
     if spans.is_empty():
         return empty_figure("This trace has no spans.", title)
     lanes = spans.select("lane", "pid", "tid").unique().sort("pid", "tid")["lane"].to_list()
+    if window is not None:
+        spans = spans.filter((pl.col("end_s") > window[0]) & (pl.col("start_s") < window[1]))
     fig = go.Figure()
     for kind, color in KIND_COLORS.items():
         d = spans.filter(pl.col("kind") == kind)
@@ -515,7 +550,7 @@ def timeline_figure(spans: pl.DataFrame, title: str) -> go.Figure:
     fig.update_layout(
         **_BASE_LAYOUT,
         title=title,
-        xaxis={"title": "simulated time (s)"},
+        xaxis={"title": "simulated time (s)", "range": list(window) if window else None},
         yaxis={
             "categoryorder": "array",
             "categoryarray": lanes,
@@ -523,7 +558,7 @@ def timeline_figure(spans: pl.DataFrame, title: str) -> go.Figure:
             "title": "",
         },
         height=max(320, 120 + 28 * len(lanes)),
-        legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"},
+        legend={"orientation": "h", "y": 1.0, "x": 1.0, "xanchor": "right", "yanchor": "bottom"},
         hovermode="closest",
     )
     return fig

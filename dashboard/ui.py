@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import dcc, html
+from dash import Input, Output, clientside_callback, dcc, html
 
 
 def control(label: str, component: Any) -> html.Div:
@@ -35,3 +35,32 @@ def table(head: list[str], rows: list[list[Any]], id_: str) -> html.Table:
 def fmt(x: Any, spec: str = ".3g") -> str:
     """``x`` formatted with ``spec``, or an en dash when missing."""
     return "–" if x is None else format(x, spec)
+
+
+_REPLACE_QUERY = """
+function (query) {
+    if (typeof query !== "string") { return window.dash_clientside.no_update; }
+    const loc = window.location;
+    if (query !== loc.search) {
+        window.history.replaceState(window.history.state, "", loc.pathname + query + loc.hash);
+    }
+    return window.dash_clientside.no_update;
+}
+"""
+
+
+def url_sync(prefix: str) -> list[Any]:
+    """Components that keep a page's selection in the address bar: a page callback
+    writes the query string (``?a=1&b=2``) to ``{prefix}-query``'s ``data`` and
+    :func:`register_url_sync` puts it in the URL with ``history.replaceState``
+    (no new history entry, no page reload; the page's layout reads it back)."""
+    return [dcc.Store(id=f"{prefix}-query"), html.Div(id=f"{prefix}-query-sync", hidden=True)]
+
+
+def register_url_sync(prefix: str) -> None:
+    """The browser-side callback of :func:`url_sync` (call once per page module)."""
+    clientside_callback(
+        _REPLACE_QUERY,
+        Output(f"{prefix}-query-sync", "children"),
+        Input(f"{prefix}-query", "data"),
+    )

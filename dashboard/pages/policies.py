@@ -12,7 +12,7 @@ from dashboard.analysis import baseline_policy
 from dashboard.data import distinct, fetch, network_names, pick, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import mode_figure, policy_figure
-from dashboard.ui import control, dropdown
+from dashboard.ui import control, dropdown, register_url_sync, url_sync
 
 dash.register_page(
     __name__, path="/policies", name="Policies and modes", title="sgdsim: policies", order=3
@@ -55,7 +55,7 @@ def layout(
     modes, policies = distinct("mode"), distinct("policy")
     return html.Div(
         [
-            dcc.Location(id="policies-url", refresh=False),
+            *url_sync("policies"),
             html.H2("Transmission policies"),
             html.Div(
                 [
@@ -90,7 +90,7 @@ def layout(
     Output("policies-note", "children"),
     Output("policies-modes", "figure"),
     Output("policies-modes-note", "children"),
-    Output("policies-url", "search"),
+    Output("policies-query", "data"),
     Input("policies-model", "value"),
     Input("policies-hardware", "value"),
     Input("policies-network", "value"),
@@ -154,3 +154,5 @@ register_export(
     mode_rows,
     lambda *key: "sgdsim-modes-" + "-".join(str(k) for k in key),
 )
+
+register_url_sync("policies")

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 import dash
-from dash import dcc, html
+import yaml
+from dash import html
 
 from dashboard.data import fetch
 from dashboard.ui import fmt, table
@@ -75,8 +76,6 @@ def layout(**_: Any) -> html.Div:
             if skipped.height
             else html.P("None: every validation point was measured.", id="run-skipped"),
             html.H3("Config"),
-            dcc.Markdown(
-                f"```json\n{json.dumps(config, indent=2, sort_keys=True)}\n```", id="run-config"
-            ),
+            html.Pre(yaml.safe_dump(config, sort_keys=False), id="run-config"),
         ]
     )

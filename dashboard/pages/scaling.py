@@ -12,7 +12,7 @@ from dash import Input, Output, State, callback, dcc, html
 from dashboard.data import distinct, fetch, network_names, pick, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import METRICS, colors_for, scaling_figure
-from dashboard.ui import control, dropdown
+from dashboard.ui import control, dropdown, register_url_sync, url_sync
 
 dash.register_page(__name__, path="/scaling", name="Scaling", title="sgdsim: scaling", order=1)
 
@@ -45,6 +45,7 @@ def layout(
     policy: str | None = None,
     networks: str | None = None,
     metric: str | None = None,
+    y: str | None = None,
     **_: Any,
 ) -> html.Div:
     models, hws = distinct("model"), distinct("hardware")
@@ -58,7 +59,7 @@ def layout(
         chosen = [n for n in networks.split(",") if n in nets]
     return html.Div(
         [
-            dcc.Location(id="scaling-url", refresh=False),
+            *url_sync("scaling"),
             html.H2("Throughput vs workers"),
             html.P(
                 "Solid: the prediction; shaded: its spread (mean ± standard deviation over "
@@ -91,6 +92,15 @@ def layout(
                             inline=True,
                         ),
                     ),
+                    control(
+                        "Axis",
+                        dcc.Checklist(
+                            [{"label": "logarithmic y", "value": "log"}],
+                            ["log"] if y == "log" else [],
+                            id="scaling-logy",
+                            inline=True,
+                        ),
+                    ),
                 ],
                 className="controls",
             ),
@@ -104,13 +114,14 @@ def layout(
 @callback(
     Output("scaling-graph", "figure"),
     Output("scaling-empty", "children"),
-    Output("scaling-url", "search"),
+    Output("scaling-query", "data"),
     Input("scaling-model", "value"),
     Input("scaling-hardware", "value"),
     Input("scaling-mode", "value"),
     Input("scaling-policy", "value"),
     Input("scaling-networks", "value"),
     Input("scaling-metric", "value"),
+    Input("scaling-logy", "value"),
 )
 def update_scaling(
     model: str | None,
@@ -119,6 +130,7 @@ def update_scaling(
     policy: str | None,
     networks: list[str] | None,
     metric: str,
+    logy: list[str] | None = None,
 ) -> Any:
     """Figure, empty-state message and URL query for the selected curve."""
     nets = network_names()
@@ -130,7 +142,8 @@ def update_scaling(
         message = "No predictions for this model, hardware, mode and policy."
     else:
         message = ""
-    fig = scaling_figure(df, title, metric, colors_for(nets))
+    log = "log" in (logy or [])
+    fig = scaling_figure(df, title, metric, colors_for(nets), log)
     query = search(
         model=model,
         hardware=hardware,
@@ -138,6 +151,7 @@ def update_scaling(
         policy=policy,
         networks=NO_NETWORK if not networks else (None if set(networks) == set(nets) else networks),
         metric=metric,
+        y="log" if log else None,
     )
     return fig, message, query
 
@@ -154,3 +168,5 @@ register_export(
     rows,
     lambda model, hardware, mode, policy, _n: f"sgdsim-scaling-{model}-{hardware}-{mode}-{policy}",
 )
+
+register_url_sync("scaling")

@@ -12,7 +12,7 @@ from dashboard.analysis import BOTTLENECKS, NEAR_PEAK, best_points
 from dashboard.data import distinct, fetch, network_names, pick, prices, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import sizing_heatmap
-from dashboard.ui import control, dropdown, fmt
+from dashboard.ui import control, dropdown, fmt, register_url_sync, url_sync
 
 dash.register_page(__name__, path="/", name="Sizing", title="sgdsim: sizing", order=0)
 
@@ -29,7 +29,11 @@ def rows(mode: str | None, policy: str | None) -> pl.DataFrame:
 
 def answer(mode: str | None, policy: str | None) -> pl.DataFrame:
     """:func:`dashboard.analysis.best_points` of one mode and policy, priced."""
-    return best_points(rows(mode, policy), prices()[0])
+    order = {n: i for i, n in enumerate(network_names())}
+    best = best_points(rows(mode, policy), prices()[0])
+    return best.sort(
+        "model", "hardware", pl.col("network").replace_strict(order, default=len(order))
+    )
 
 
 def detail_href(model: str, hardware: str, mode: str, policy: str) -> str:
@@ -49,7 +53,7 @@ def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html
     policies = distinct("policy")
     return html.Div(
         [
-            dcc.Location(id="sizing-url", refresh=False),
+            *url_sync("sizing"),
             dcc.Location(id="sizing-nav", refresh="callback-nav"),
             html.H2("How many workers?"),
             html.P(
@@ -126,7 +130,7 @@ def _table(best: pl.DataFrame, currency: str) -> html.Table:
 @callback(
     Output("sizing-heatmap", "figure"),
     Output("sizing-table", "children"),
-    Output("sizing-url", "search"),
+    Output("sizing-query", "data"),
     Input("sizing-mode", "value"),
     Input("sizing-policy", "value"),
 )
@@ -151,7 +155,7 @@ def open_detail(click: dict[str, Any] | None, mode: str, policy: str) -> Any:
     """Go to the scaling detail of the clicked heatmap cell."""
     if not click or not click.get("points"):
         return no_update
-    model, hardware, _network = click["points"][0]["customdata"]
+    model, _, hardware = str(click["points"][0]["y"]).rpartition(" · ")
     return detail_href(model, hardware, mode, policy)
 
 
@@ -161,3 +165,5 @@ register_export(
     answer,
     lambda mode, policy: f"sgdsim-sizing-{mode}-{policy}",
 )
+
+register_url_sync("sizing")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from pathlib import Path
 from typing import Any
 
 import dash
@@ -12,12 +14,21 @@ from dash import Input, Output, State, callback, dcc, html
 from dashboard.analysis import with_bottleneck
 from dashboard.data import distinct, fetch, network_names, pick, search, trace_files, trace_path
 from dashboard.export import export_bar, register_export
-from dashboard.figures import bottleneck_figure, empty_figure, timeline_figure, timeline_spans
-from dashboard.ui import control, dropdown
+from dashboard.figures import (
+    bottleneck_figure,
+    empty_figure,
+    step_windows,
+    timeline_figure,
+    timeline_spans,
+)
+from dashboard.ui import control, dropdown, register_url_sync, url_sync
 
 dash.register_page(
     __name__, path="/time", name="Where the time goes", title="sgdsim: where the time goes", order=2
 )
+
+#: Step choice that draws the whole trace.
+ALL_STEPS = "all"
 
 
 def rows(
@@ -54,6 +65,7 @@ def layout(
     mode: str | None = None,
     policy: str | None = None,
     trace: str | None = None,
+    step: str | None = None,
     **_: Any,
 ) -> html.Div:
     models, hws, nets = distinct("model"), distinct("hardware"), network_names()
@@ -62,7 +74,7 @@ def layout(
     traces = trace_files()
     return html.Div(
         [
-            dcc.Location(id="time-url", refresh=False),
+            *url_sync("time"),
             html.H2("Where the time goes"),
             html.P(
                 "How busy the parameter server's link is in each direction and how much of "
@@ -104,6 +116,10 @@ def layout(
                             placeholder="no traces: list grid points in simulation.chrome_traces",
                         ),
                     ),
+                    control(
+                        "Step of worker 0",
+                        dcc.Dropdown([ALL_STEPS], step, id="time-step", clearable=False),
+                    ),
                     html.Button(
                         "Download trace (Chrome JSON)", id="time-trace-download-button", n_clicks=0
                     ),
@@ -118,13 +134,14 @@ def layout(
 
 @callback(
     Output("time-bottleneck", "figure"),
-    Output("time-url", "search"),
+    Output("time-query", "data"),
     Input("time-model", "value"),
     Input("time-hardware", "value"),
     Input("time-network", "value"),
     Input("time-mode", "value"),
     Input("time-policy", "value"),
     Input("time-trace", "value"),
+    Input("time-step", "value"),
 )
 def update_bottleneck(
     model: str | None,
@@ -133,31 +150,71 @@ def update_bottleneck(
     mode: str | None,
     policy: str | None,
     trace: str | None,
+    step: str | None,
 ) -> Any:
     """Bottleneck figure of the selected curve; URL query of the page."""
     title = f"{model} on {hardware}, {network} ({mode}, {policy})"
     fig = bottleneck_figure(rows(model, hardware, network, mode, policy), title)
     query = search(
-        model=model, hardware=hardware, network=network, mode=mode, policy=policy, trace=trace
+        model=model,
+        hardware=hardware,
+        network=network,
+        mode=mode,
+        policy=policy,
+        trace=trace,
+        step=step,
     )
     return fig, query
 
 
-@callback(Output("time-timeline", "figure"), Input("time-trace", "value"))
-def update_timeline(trace: str | None) -> Any:
-    """Gantt chart of the selected trace file."""
-    if not trace:
-        return empty_figure(
-            "No synthetic traces in this store's results/: list grid points in "
-            "simulation.chrome_traces and rerun the pipeline."
-        )
-    data = json.loads(trace_path(trace).read_text())
+@functools.lru_cache(maxsize=4)
+def _load(path: str, _mtime: float) -> tuple[pl.DataFrame, str]:
+    """Spans and title of a trace file (cached while the file is unchanged)."""
+    data = json.loads(Path(path).read_text())
     meta = data.get("otherData", {})
     title = (
         f"{meta.get('model', '?')} on {meta.get('hardware', '?')}, {meta.get('network', '?')}, "
         f"N = {meta.get('workers', '?')} ({meta.get('mode', '?')}, {meta.get('policy', '?')})"
     )
-    return timeline_figure(timeline_spans(data), title)
+    return timeline_spans(data), title
+
+
+def load_trace(trace: str) -> tuple[pl.DataFrame, str]:
+    """Spans (:func:`dashboard.figures.timeline_spans`) and title of a listed trace."""
+    path = trace_path(trace)
+    return _load(str(path), path.stat().st_mtime)
+
+
+@callback(
+    Output("time-step", "options"),
+    Output("time-step", "value"),
+    Input("time-trace", "value"),
+    State("time-step", "value"),
+)
+def update_steps(trace: str | None, step: str | None) -> Any:
+    """Steps of worker 0 in the selected trace; keeps the chosen one, else the middle."""
+    if not trace:
+        return [ALL_STEPS], ALL_STEPS
+    n = len(step_windows(load_trace(trace)[0]))
+    options = [ALL_STEPS] + [str(k + 1) for k in range(n)]
+    return options, pick(step, options, str((n + 1) // 2) if n else ALL_STEPS)
+
+
+@callback(
+    Output("time-timeline", "figure"), Input("time-trace", "value"), Input("time-step", "value")
+)
+def update_timeline(trace: str | None, step: str | None) -> Any:
+    """Gantt chart of the selected trace file, one step of worker 0 or all."""
+    if not trace:
+        return empty_figure(
+            "No synthetic traces in this store's results/: list grid points in "
+            "simulation.chrome_traces and rerun the pipeline."
+        )
+    spans, title = load_trace(trace)
+    windows = step_windows(spans)
+    if step and step != ALL_STEPS and step.isdigit() and 1 <= int(step) <= len(windows):
+        return timeline_figure(spans, f"{title}: step {step} of worker 0", windows[int(step) - 1])
+    return timeline_figure(spans, title)
 
 
 @callback(
@@ -186,3 +243,5 @@ register_export(
     rows,
     lambda *key: "sgdsim-bottleneck-" + "-".join(str(k) for k in key),
 )
+
+register_url_sync("time")
