@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 import polars as pl
@@ -30,6 +31,8 @@ KIND_COLORS = {
     "waiting": "#c7c7c7",
 }
 _LOG2_TICK = math.log10(2)
+#: Shortest idle time drawn as waiting on the timeline (shorter: rounding of µs times).
+GAP_S = 1e-7
 _BASE_LAYOUT: dict[str, Any] = {
     "template": "plotly_white",
     "margin": {"t": 60, "l": 70, "r": 20},
@@ -464,15 +467,23 @@ def timeline_spans(trace: dict[str, Any]) -> pl.DataFrame:
             procs[e["pid"]] = e["args"]["name"]
         elif e.get("ph") == "M" and e.get("name") == "thread_name":
             threads[(e["pid"], e["tid"])] = e["args"]["name"]
-    rows: list[tuple[str, str, str, float, float, int, int]] = []
-    for e in trace.get("traceEvents", []):
-        if e.get("ph") != "X":
-            continue
-        pid, tid = e["pid"], e["tid"]
-        proc = "PS" if pid == 0 else procs.get(pid, f"process {pid}")
-        lane = f"{proc} · {threads.get((pid, tid), str(tid))}"
-        t0 = e["ts"] / 1e6
-        rows.append((lane, e.get("cat", ""), e.get("name", ""), t0, t0 + e["dur"] / 1e6, pid, tid))
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    lane_of = {
+        (pid, tid): f"{'PS' if pid == 0 else procs.get(pid, f'process {pid}')} · {name}"
+        for (pid, tid), name in threads.items()
+    }
+    rows = [
+        (
+            lane_of.get((e["pid"], e["tid"]), f"process {e['pid']} · {e['tid']}"),
+            e.get("cat", ""),
+            e.get("name", ""),
+            e["ts"] / 1e6,
+            (e["ts"] + e["dur"]) / 1e6,
+            e["pid"],
+            e["tid"],
+        )
+        for e in events
+    ]
     schema = {
         "lane": pl.String,
         "kind": pl.String,
@@ -489,7 +500,7 @@ def timeline_spans(trace: dict[str, Any]) -> pl.DataFrame:
         lane, tid = g["lane"][0], int(g["tid"][0])
         ends, starts = g["end_s"].to_list(), g["start_s"].to_list()
         for a, b in zip(ends[:-1], starts[1:], strict=True):
-            if b > a:
+            if b - a > GAP_S:
                 waits.append((lane, "waiting", "waiting", a, b, int(pid), tid))
     if waits:
         df = pl.concat([df, pl.DataFrame(waits, schema=schema, orient="row")])
@@ -527,23 +538,24 @@ def timeline_figure(
         d = spans.filter(pl.col("kind") == kind)
         if d.is_empty():
             continue
-        xs: list[float | None] = []
-        ys: list[str | None] = []
-        text: list[str | None] = []
-        for lane, name, t0, t1 in d.select("lane", "name", "start_s", "end_s").iter_rows():
-            label = f"{name}: {1e3 * t0:.2f}–{1e3 * t1:.2f} ms ({1e3 * (t1 - t0):.2f} ms)"
-            xs += [t0, t1, None]
-            ys += [lane, lane, None]
-            text += [label, label, None]
+        # start, end, gap per span: one path per kind (NaN breaks the line)
+        n = d.height
+        x = np.column_stack(
+            [d["start_s"].to_numpy(), d["end_s"].to_numpy(), np.full(n, np.nan)]
+        ).ravel()
+        lane = np.repeat(d["lane"].to_numpy().astype(object), 3)
+        dur_ms = np.repeat(1e3 * (d["end_s"] - d["start_s"]).to_numpy(), 3)
+        name = np.repeat(d["name"].to_numpy().astype(object), 3)
         fig.add_trace(
             go.Scatter(
-                x=xs,
-                y=ys,
+                x=x,
+                y=lane,
                 mode="lines",
                 line={"color": color, "width": 14 if kind != "waiting" else 6},
                 name=kind,
-                text=text,
-                hovertemplate="%{y}<br>%{text}<extra></extra>",
+                customdata=np.column_stack([name, dur_ms]),
+                hovertemplate="%{y}<br>%{customdata[0]} (%{customdata[1]:.2f} ms)"
+                "<br>t = %{x:.4f} s<extra></extra>",
                 connectgaps=False,
             )
         )

@@ -143,11 +143,12 @@ def render_times(request: pytest.FixtureRequest) -> Iterator[dict[str, float]]:
     """Render time of each page, printed when the module ends."""
     times: dict[str, float] = {}
     yield times
-    rep = request.config.pluginmanager.get_plugin("terminalreporter")
     lines = [f"  {page:<12} {t:.2f} s" for page, t in times.items()]
     text = "\ndashboard render times (navigation to figures drawn):\n" + "\n".join(lines)
-    if rep is not None:
-        rep.write_line(text)
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+    if capman is not None:
+        with capman.global_and_fixture_disabled():
+            print(text, flush=True)
     else:
         print(text)
 
