@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,10 +22,25 @@ def db_path() -> str:
 
 
 def fetch(sql: str, params: list[Any] | None = None) -> pl.DataFrame:
-    """Run ``sql`` on a fresh read-only connection; return a polars DataFrame."""
-    con = connect_read_only(db_path())
+    """Rows of ``sql`` on the store, read-only, as a polars DataFrame.
+
+    Answers are cached per store file and modification time (publish replaces
+    the file, so a new store is read afresh); list parameters count by value.
+
+    Raises:
+        FileNotFoundError: no store at :func:`db_path`.
+    """
+    path = db_path()
+    mtime = Path(path).stat().st_mtime_ns if Path(path).is_file() else 0
+    key = tuple(tuple(p) if isinstance(p, list) else p for p in params or [])
+    return _fetch(path, mtime, sql, key)
+
+
+@functools.lru_cache(maxsize=512)
+def _fetch(path: str, _mtime: int, sql: str, params: tuple[Any, ...]) -> pl.DataFrame:
+    con = connect_read_only(path)
     try:
-        cur = con.execute(sql, params or [])
+        cur = con.execute(sql, [list(p) if isinstance(p, tuple) else p for p in params])
         cols = [d[0] for d in cur.description or []]
         return pl.DataFrame(cur.fetchall(), schema=cols, orient="row", infer_schema_length=None)
     finally:

@@ -519,6 +519,45 @@ def step_windows(spans: pl.DataFrame) -> list[tuple[float, float]]:
     return list(itertools.pairwise(starts))
 
 
+#: Spans closer than the time axis span over this many are drawn as one (below a pixel).
+MERGE_PIXELS = 2000
+
+
+def merge_spans(spans: pl.DataFrame, tolerance_s: float) -> pl.DataFrame:
+    """Spans of one lane and kind that follow each other within ``tolerance_s``
+    seconds, joined into one (named after the first, with the count): the chart
+    draws the same at its resolution with far fewer points."""
+    if spans.is_empty():
+        return spans
+    return (
+        spans.sort("pid", "tid", "kind", "start_s")
+        .with_columns(
+            (
+                (pl.col("start_s") - pl.col("end_s").shift(1).over("pid", "tid", "kind"))
+                .fill_null(float("inf"))
+                .gt(tolerance_s)
+                .cum_sum()
+                .over("pid", "tid", "kind")
+            ).alias("_run")
+        )
+        .group_by("pid", "tid", "kind", "_run", maintain_order=True)
+        .agg(
+            pl.col("lane").first(),
+            pl.col("name").first(),
+            pl.len().alias("_n"),
+            pl.col("start_s").min(),
+            pl.col("end_s").max(),
+        )
+        .with_columns(
+            pl.when(pl.col("_n") > 1)
+            .then(pl.format("{} and {} more", pl.col("name"), pl.col("_n") - 1))
+            .otherwise(pl.col("name"))
+            .alias("name")
+        )
+        .select(spans.columns)
+    )
+
+
 def timeline_figure(
     spans: pl.DataFrame, title: str, window: tuple[float, float] | None = None
 ) -> go.Figure:
@@ -533,6 +572,8 @@ def timeline_figure(
     lanes = spans.select("lane", "pid", "tid").unique().sort("pid", "tid")["lane"].to_list()
     if window is not None:
         spans = spans.filter((pl.col("end_s") > window[0]) & (pl.col("start_s") < window[1]))
+    lo, hi = window or (float(spans["start_s"].min()), float(spans["end_s"].max()))  # type: ignore[arg-type]
+    spans = merge_spans(spans, (hi - lo) / MERGE_PIXELS)
     fig = go.Figure()
     for kind, color in KIND_COLORS.items():
         d = spans.filter(pl.col("kind") == kind)

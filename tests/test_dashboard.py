@@ -20,6 +20,7 @@ from dashboard.analysis import (
 from dashboard.export import to_bytes
 from dashboard.figures import (
     colors_for,
+    merge_spans,
     policy_figure,
     scaling_figure,
     sizing_heatmap,
@@ -281,3 +282,24 @@ def test_cost_config_goes_into_table_prices_and_names_are_checked():
     config["cost"]["networks"] = {"10Gbps": 1.0}
     with pytest.raises(ConfigError, match=r"cost\.networks: '10Gbps' is not the name"):
         check_config(config)
+
+
+def test_merge_spans_joins_only_spans_closer_than_the_tolerance():
+    spans = pl.DataFrame(
+        {
+            "lane": ["w0 · compute"] * 3 + ["w0 · pull"],
+            "kind": ["compute"] * 3 + ["pull"],
+            "name": ["segment 0", "segment 1", "segment 2", "pull 0"],
+            "start_s": [0.0, 1.0005, 3.0, 1.0],
+            "end_s": [1.0, 2.0, 4.0, 1.5],
+            "pid": [1, 1, 1, 1],
+            "tid": [1, 1, 1, 2],
+        }
+    )
+    merged = merge_spans(spans, 0.001).sort("tid", "start_s")
+    assert merged.select("name", "start_s", "end_s").rows() == [
+        ("segment 0 and 1 more", 0.0, 2.0),
+        ("segment 2", 3.0, 4.0),
+        ("pull 0", 1.0, 1.5),
+    ]
+    assert merge_spans(spans, 1e-6).height == 4

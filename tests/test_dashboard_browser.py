@@ -483,6 +483,8 @@ def test_validation_and_run_info_pages(driver, base_url, store, render_times):
             "WHERE model = (SELECT min(model) FROM validation)",
         )[0][0]
         assert len(css(driver, "#validation-table tr")) == 1 + groups
+        first = sql(store, "SELECT min(model) FROM validation")[0][0]
+        assert query(driver).get("model") == first
     else:
         assert "needs root" in css(driver, "#validation-empty")[0].text
     t = open_page(

@@ -134,6 +134,25 @@ def layout(
 
 @callback(
     Output("time-bottleneck", "figure"),
+    Input("time-model", "value"),
+    Input("time-hardware", "value"),
+    Input("time-network", "value"),
+    Input("time-mode", "value"),
+    Input("time-policy", "value"),
+)
+def update_bottleneck(
+    model: str | None,
+    hardware: str | None,
+    network: str | None,
+    mode: str | None,
+    policy: str | None,
+) -> Any:
+    """Bottleneck figure of the selected curve."""
+    title = f"{model} on {hardware}, {network} ({mode}, {policy})"
+    return bottleneck_figure(rows(model, hardware, network, mode, policy), title)
+
+
+@callback(
     Output("time-query", "data"),
     Input("time-model", "value"),
     Input("time-hardware", "value"),
@@ -143,28 +162,10 @@ def layout(
     Input("time-trace", "value"),
     Input("time-step", "value"),
 )
-def update_bottleneck(
-    model: str | None,
-    hardware: str | None,
-    network: str | None,
-    mode: str | None,
-    policy: str | None,
-    trace: str | None,
-    step: str | None,
-) -> Any:
-    """Bottleneck figure of the selected curve; URL query of the page."""
-    title = f"{model} on {hardware}, {network} ({mode}, {policy})"
-    fig = bottleneck_figure(rows(model, hardware, network, mode, policy), title)
-    query = search(
-        model=model,
-        hardware=hardware,
-        network=network,
-        mode=mode,
-        policy=policy,
-        trace=trace,
-        step=step,
-    )
-    return fig, query
+def update_query(*values: str | None) -> str:
+    """URL query of the page's selection."""
+    keys = ("model", "hardware", "network", "mode", "policy", "trace", "step")
+    return search(**dict(zip(keys, values, strict=True)))
 
 
 @functools.lru_cache(maxsize=4)
@@ -186,35 +187,31 @@ def load_trace(trace: str) -> tuple[pl.DataFrame, str]:
 
 
 @callback(
+    Output("time-timeline", "figure"),
     Output("time-step", "options"),
     Output("time-step", "value"),
     Input("time-trace", "value"),
-    State("time-step", "value"),
-)
-def update_steps(trace: str | None, step: str | None) -> Any:
-    """Steps of worker 0 in the selected trace; keeps the chosen one, else the middle."""
-    if not trace:
-        return [ALL_STEPS], ALL_STEPS
-    n = len(step_windows(load_trace(trace)[0]))
-    options = [ALL_STEPS] + [str(k + 1) for k in range(n)]
-    return options, pick(step, options, str((n + 1) // 2) if n else ALL_STEPS)
-
-
-@callback(
-    Output("time-timeline", "figure"), Input("time-trace", "value"), Input("time-step", "value")
+    Input("time-step", "value"),
 )
 def update_timeline(trace: str | None, step: str | None) -> Any:
-    """Gantt chart of the selected trace file, one step of worker 0 or all."""
+    """Gantt chart of the selected trace file, one step of worker 0 (the chosen one,
+    else the middle one) or all; the trace's steps as choices."""
     if not trace:
-        return empty_figure(
+        empty = empty_figure(
             "No synthetic traces in this store's results/: list grid points in "
             "simulation.chrome_traces and rerun the pipeline."
         )
+        return empty, [ALL_STEPS], ALL_STEPS
     spans, title = load_trace(trace)
     windows = step_windows(spans)
-    if step and step != ALL_STEPS and step.isdigit() and 1 <= int(step) <= len(windows):
-        return timeline_figure(spans, f"{title}: step {step} of worker 0", windows[int(step) - 1])
-    return timeline_figure(spans, title)
+    options = [ALL_STEPS] + [str(k + 1) for k in range(len(windows))]
+    step = pick(step, options, str((len(windows) + 1) // 2) if windows else ALL_STEPS)
+    if step and step != ALL_STEPS:
+        k = int(step)
+        fig = timeline_figure(spans, f"{title}: step {k} of worker 0", windows[k - 1])
+    else:
+        fig = timeline_figure(spans, title)
+    return fig, options, step
 
 
 @callback(

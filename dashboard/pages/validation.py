@@ -8,9 +8,10 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import fetch
+from dashboard.data import fetch, pick, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import validation_figure
+from dashboard.ui import register_url_sync, url_sync
 
 dash.register_page(
     __name__, path="/validation", name="Validation", title="sgdsim: validation", order=4
@@ -31,12 +32,13 @@ def rows(model: str | None) -> pl.DataFrame:
     )
 
 
-def layout(**_: Any) -> html.Div:
+def layout(model: str | None = None, **_: Any) -> html.Div:
     models = fetch("SELECT DISTINCT model FROM validation ORDER BY model")["model"].to_list()
     if not models:
         return html.Div([html.H2("Measured validation"), html.P(_EMPTY, id="validation-empty")])
     return html.Div(
         [
+            *url_sync("validation"),
             html.H2("Measured validation"),
             html.P(
                 "Real asynchronous TensorFlow training (one PS, N workers, each in its own "
@@ -46,7 +48,9 @@ def layout(**_: Any) -> html.Div:
             html.Div(
                 [
                     html.Label("Model", htmlFor="validation-model"),
-                    dcc.Dropdown(models, models[0], id="validation-model", clearable=False),
+                    dcc.Dropdown(
+                        models, pick(model, models), id="validation-model", clearable=False
+                    ),
                 ],
                 style={"maxWidth": "640px"},
             ),
@@ -60,6 +64,7 @@ def layout(**_: Any) -> html.Div:
 @callback(
     Output("validation-graph", "figure"),
     Output("validation-summary", "children"),
+    Output("validation-query", "data"),
     Input("validation-model", "value"),
 )
 def update_validation(model: str | None) -> Any:
@@ -82,7 +87,7 @@ def update_validation(model: str | None) -> Any:
         id="validation-table",
         className="data",
     )
-    return validation_figure(df, model or "no model"), table
+    return validation_figure(df, model or "no model"), table, search(model=model)
 
 
 register_export(
@@ -91,3 +96,4 @@ register_export(
     rows,
     lambda model: f"sgdsim-validation-{model}",
 )
+register_url_sync("validation")
