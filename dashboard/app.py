@@ -10,10 +10,9 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import dash
-from dash import Dash, Input, Output, callback, dcc, html
+from dash import Dash, html
 
 
 def create_app(db: str | None = None) -> Dash:
@@ -28,35 +27,15 @@ def create_app(db: str | None = None) -> Dash:
     )
     app.layout = html.Div(
         [
-            dcc.Location(id="app-url"),
-            html.Header(
-                [
-                    html.H1("sgdsim: distributed SGD throughput predictions"),
-                    html.Nav(nav_links("/"), id="app-nav"),
-                ]
+            html.H1("sgdsim: distributed SGD throughput predictions"),
+            html.Nav(
+                [dash.dcc.Location(id="app-url"), html.Div(nav_links("/"), id="app-nav")],
             ),
             dash.page_container,
         ],
-        className="app",
+        style={"fontFamily": "sans-serif", "margin": "1em 2em"},
     )
     return app
-
-
-def nav_links(pathname: str | None) -> list[Any]:
-    """One link per page in page order; the current page's has class ``active``."""
-    return [
-        dcc.Link(
-            p["name"],
-            href=p["relative_path"],
-            className="active" if p["relative_path"] == (pathname or "/") else "",
-        )
-        for p in dash.page_registry.values()
-    ]
-
-
-@callback(Output("app-nav", "children"), Input("app-url", "pathname"))
-def _mark_current_page(pathname: str | None) -> list[Any]:
-    return nav_links(pathname)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,6 +50,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sgdsim dashboard on http://127.0.0.1:{a.port}/ (store {a.db}, read-only)", flush=True)
     app.run(host="127.0.0.1", port=a.port, debug=False)
     return 0
+
+
+def nav_links(pathname: str | None) -> list[dash.dcc.Link]:
+    """One link per page in page order; the current page's has class ``active``."""
+    return [
+        dash.dcc.Link(
+            p["name"],
+            href=p["relative_path"],
+            className="active" if p["relative_path"] == (pathname or "/") else "",
+        )
+        for p in dash.page_registry.values()
+    ]
+
+
+@dash.callback(dash.Output("app-nav", "children"), dash.Input("app-url", "pathname"))
+def _mark_current_page(pathname: str | None) -> list[dash.dcc.Link]:
+    return nav_links(pathname)
 
 
 if __name__ == "__main__":

@@ -407,19 +407,24 @@ def bottleneck_figure(df: pl.DataFrame, title: str) -> go.Figure:
     x = d["workers"].to_list()
     fig = go.Figure()
     series = [
-        ("ps_down_util", "PS NIC out (pulls) busy", PALETTE[0]),
-        ("ps_up_util", "PS NIC in (pushes) busy", PALETTE[1]),
-        ("blocked_fraction", "worker time blocked on communication", PALETTE[3]),
+        ("ps_down_util", "PS NIC out (pulls) busy", PALETTE[0], "solid"),
+        ("ps_up_util", "PS NIC in (pushes) busy", PALETTE[1], "dot"),
+        ("blocked_fraction", "worker time blocked on communication", PALETTE[3], "solid"),
     ]
-    for col, name, c in series:
+    where = [bottleneck(r) for r in d.iter_rows(named=True)]
+    for col, name, c, dash in series:
+        last = col == "blocked_fraction"
         fig.add_trace(
             go.Scatter(
                 x=x,
                 y=d[col].to_list(),
                 mode="lines+markers",
                 name=name,
-                line={"color": c},
-                hovertemplate=f"{name}: %{{y:.0%}}<extra></extra>",
+                line={"color": c, "dash": dash, "width": 3 if dash == "dot" else 2},
+                text=where,
+                hovertemplate=f"{name}: %{{y:.0%}}"
+                + ("<br><b>bottleneck: %{text}</b>" if last else "")
+                + "<extra></extra>",
             )
         )
     if "cpu_bound_steps_per_s" in d.columns:

@@ -70,16 +70,22 @@ def layout(
 ) -> html.Div:
     models, hws, nets = distinct("model"), distinct("hardware"), network_names()
     modes, policies = distinct("mode"), distinct("policy")
-    model, hardware, network = pick(model, models), pick(hardware, hws), pick(network, nets)
     traces = trace_files()
+    if traces and not (model or hardware or network):
+        # nothing chosen: start at the first traced grid point, so both figures agree
+        parts = traces[0].split("/")
+        if len(parts) >= 5:
+            hardware, model, network, policy, mode = parts[:5]
+    model, hardware, network = pick(model, models), pick(hardware, hws), pick(network, nets)
     return html.Div(
         [
             *url_sync("time"),
             html.H2("Where the time goes"),
             html.P(
-                "How busy the parameter server's link is in each direction and how much of "
-                "its time a worker waits on communication, against N; the CPU bound's ratio "
-                "to the simulated rate when the profile measured CPU."
+                "Against N: how busy the parameter server's link is in each direction, the "
+                "share of its time a worker waits on communication, and how busy the PS CPU "
+                "is (the rate over the CPU bound, when the profile measured CPU); the hover "
+                "names the bottleneck."
             ),
             html.Div(
                 [

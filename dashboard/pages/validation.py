@@ -11,7 +11,7 @@ from dash import Input, Output, State, callback, dcc, html
 from dashboard.data import fetch, pick, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import validation_figure
-from dashboard.ui import register_url_sync, url_sync
+from dashboard.ui import control, dropdown, register_url_sync, url_sync
 
 dash.register_page(
     __name__, path="/validation", name="Validation", title="sgdsim: validation", order=4
@@ -46,13 +46,8 @@ def layout(model: str | None = None, **_: Any) -> html.Div:
                 "the single-worker profile for the same placement."
             ),
             html.Div(
-                [
-                    html.Label("Model", htmlFor="validation-model"),
-                    dcc.Dropdown(
-                        models, pick(model, models), id="validation-model", clearable=False
-                    ),
-                ],
-                style={"maxWidth": "640px"},
+                [control("Model", dropdown("validation-model", models, pick(model, models)))],
+                className="controls",
             ),
             dcc.Graph(id="validation-graph", config={"displaylogo": False}),
             export_bar("validation-export"),

@@ -202,12 +202,6 @@ CREATE TABLE testbed_predictions (
     start_offsets_s  DOUBLE[][]         -- the measured episodes' start offsets, simulated one run each
 );
 
-CREATE TABLE runs (
-    created_utc TIMESTAMP NOT NULL,     -- when publish ran
-    sgdsim_version VARCHAR NOT NULL,
-    config_json VARCHAR NOT NULL        -- the validated config the results come from
-);
-
 -- Price per node-hour of each hardware and network entry priced in the
 -- config's cost: (entries without a price are absent; none = no cost shown).
 CREATE TABLE prices (
@@ -216,3 +210,10 @@ CREATE TABLE prices (
     per_node_hour DOUBLE NOT NULL,   -- price of one node for one hour, in currency
     currency      VARCHAR NOT NULL   -- cost.currency, e.g. USD
 );
+
+CREATE TABLE runs (
+    created_utc TIMESTAMP NOT NULL,     -- when publish ran
+    sgdsim_version VARCHAR NOT NULL,
+    config_json VARCHAR NOT NULL        -- the validated config the results come from
+);
+
