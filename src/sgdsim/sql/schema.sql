@@ -216,4 +216,3 @@ CREATE TABLE runs (
     sgdsim_version VARCHAR NOT NULL,
     config_json VARCHAR NOT NULL        -- the validated config the results come from
 );
-
