@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +250,13 @@ register_export(
 )
 
 register_url_sync("time")
+
+
+def _warm_up() -> None:
+    """Parse the store's traces once, so the page's first visit does not wait for it."""
+    for t in trace_files():
+        with contextlib.suppress(OSError, ValueError):  # a trace being rewritten: on the visit
+            load_trace(t)
+
+
+threading.Thread(target=_warm_up, name="sgdsim-trace-warm-up", daemon=True).start()
