@@ -2,67 +2,160 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
+import duckdb
 
 from sgdsim.simulation import POLICIES
 
 
-@click.group()
+class _Group(click.Group):
+    """Turns the errors sgdsim raises on purpose into one line and exit code 1.
+
+    Other exceptions give one line and exit code 2 with a pointer to
+    ``--debug`` (or ``SGDSIM_DEBUG=1``), which shows the full traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from sgdsim.errors import SgdsimError
+
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except SgdsimError as e:
+            if _debug(ctx):
+                raise
+            raise click.ClickException(str(e)) from e
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:
+            if _debug(ctx):
+                raise
+            click.echo(
+                f"Error: unexpected {type(e).__name__}: {e}; rerun with --debug "
+                "(sgdsim --debug ...) for the traceback and report it",
+                err=True,
+            )
+            ctx.exit(2)
+
+
+def _debug(ctx: click.Context) -> bool:
+    return bool(ctx.meta.get("sgdsim.debug")) or os.environ.get("SGDSIM_DEBUG", "") not in (
+        "",
+        "0",
+    )
+
+
+@click.group(cls=_Group)
 @click.version_option(package_name="sgdsim")
-def main() -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show the Python traceback of an error (also: SGDSIM_DEBUG=1).",
+)
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """sgdsim: distributed SGD throughput predicted from one worker's trace."""
+    ctx.meta["sgdsim.debug"] = debug
+
+
+_DB_OPTION = click.option(
+    "--db", default="results/sgdsim.duckdb", show_default=True, help="DuckDB store to query."
+)
+_SANDBOX_OPTIONS = (
+    click.option(
+        "--timeout-s",
+        default=10.0,
+        show_default=True,
+        type=click.FloatRange(min=0, min_open=True, max=86400),
+        help="Stop a statement after this many seconds.",
+    ),
+    click.option(
+        "--memory-limit",
+        default="1GB",
+        show_default=True,
+        help="Memory a statement may use (DuckDB size: 512MB, 2GB); nothing spills to disk.",
+    ),
+)
+
+
+def _sandbox_options(f: Any) -> Any:
+    for option in reversed(_SANDBOX_OPTIONS):
+        f = option(f)
+    return _DB_OPTION(f)
+
+
+def _open_store(db: str, memory_limit: str) -> duckdb.DuckDBPyConnection:
+    from sgdsim.sandbox import connect
+
+    try:
+        return connect(db, memory_limit=memory_limit)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--memory-limit") from e
 
 
 @main.command()
 @click.argument("sql")
+@_sandbox_options
 @click.option(
-    "--db", default="results/sgdsim.duckdb", show_default=True, help="DuckDB store to query."
+    "--max-rows",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=1, max=1_000_000),
+    help="Rows to print at most.",
 )
-@click.option("--max-rows", default=100, show_default=True, help="Rows to print at most.")
-def query(sql: str, db: str, max_rows: int) -> None:
-    """Run SQL against the store (read-only) and print the result as a table.
+def query(sql: str, db: str, timeout_s: float, memory_limit: str, max_rows: int) -> None:
+    """Run ONE read-only SQL statement against the store and print the result as a table.
+
+    The store is opened in a sandbox: no files, URLs, other databases or
+    extensions are reachable, settings are locked, and each statement runs
+    under --timeout-s and --memory-limit (see docs/query.md).
 
     Example: sgdsim query "SELECT * FROM scaling WHERE network = '1Gbps'"
     """
-    import duckdb
+    from sgdsim.reports import markdown_table
+    from sgdsim.sandbox import run
 
-    from sgdsim.store import connect_read_only
-
+    con = _open_store(db, memory_limit)
     try:
-        con = connect_read_only(db)
-    except FileNotFoundError as e:
-        raise click.ClickException(str(e)) from e
-    try:
-        rel = con.sql(sql)
-        if rel is None:
-            return
-        rel.show(max_rows=max_rows, max_width=250)
+        columns, rows = run(con, sql, timeout_s=timeout_s, max_rows=max_rows + 1)
     except duckdb.Error as e:
-        raise click.ClickException(f"query failed: {e}") from e
+        raise click.ClickException(f"query failed: {str(e).strip().splitlines()[0]}") from e
     finally:
         con.close()
+    click.echo(markdown_table(columns, rows[:max_rows]))
+    if len(rows) > max_rows:
+        click.echo(f"(first {max_rows} rows shown; raise --max-rows or add LIMIT/WHERE)")
 
 
 @main.command()
-@click.option("--db", default="results/sgdsim.duckdb", show_default=True)
-def tables(db: str) -> None:
+@_sandbox_options
+def tables(db: str, timeout_s: float, memory_limit: str) -> None:
     """List the store's tables and views with their row counts."""
-    from sgdsim.store import connect_read_only
+    from sgdsim.sandbox import run
 
+    con = _open_store(db, memory_limit)
     try:
-        con = connect_read_only(db)
-    except FileNotFoundError as e:
-        raise click.ClickException(str(e)) from e
-    for name, kind in con.execute(
-        "SELECT table_name, table_type FROM information_schema.tables "
-        "ORDER BY table_type, table_name"
-    ).fetchall():
-        n = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()
-        click.echo(f"{name:<14} {kind.lower():<10} {n[0] if n else 0:>10,} rows")
-    con.close()
+        _, names = run(
+            con,
+            "SELECT table_name, table_type FROM information_schema.tables "
+            "ORDER BY table_type, table_name",
+            timeout_s=timeout_s,
+        )
+        for name, kind in names:
+            _, n = run(con, f'SELECT count(*) FROM "{name}"', timeout_s=timeout_s)
+            click.echo(f"{name:<20} {kind.lower():<10} {n[0][0] if n else 0:>10,} rows")
+    except duckdb.Error as e:
+        raise click.ClickException(
+            f"reading the store failed: {str(e).strip().splitlines()[0]}"
+        ) from e
+    finally:
+        con.close()
 
 
 @main.command()

@@ -21,3 +21,11 @@ class TraceError(SgdsimError):
 
 class StoreError(SgdsimError):
     """The store cannot be built from its inputs (names the file and the fix)."""
+
+
+class StoreUnreadable(SgdsimError):
+    """The store cannot be opened: missing, locked by a writer, corrupt, or not an sgdsim store."""
+
+
+class WorkloadError(SgdsimError):
+    """A workload JSON is missing, not JSON, or lacks a field (names the file and field)."""

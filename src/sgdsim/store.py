@@ -15,6 +15,10 @@ import duckdb
 from sgdsim.errors import StoreError
 from sgdsim.io import atomic_path
 
+#: Version of ``schema.sql``; raise it when a table or column changes, so readers
+#: (:func:`sgdsim.sandbox.connect`, the dashboard) refuse a store of another layout.
+SCHEMA_VERSION = 1
+
 #: Parquet file of each profile table inside a normalized tables directory.
 PROFILE_TABLES = {
     "profiles": "profile",
@@ -156,6 +160,7 @@ def publish(
                         "SELECT * FROM read_parquet(?, union_by_name = true)",
                         [[str(p) for p in shards]],
                     )
+            con.execute("INSERT INTO store_info VALUES (?)", [SCHEMA_VERSION])
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?)",
                 [datetime.now(UTC).replace(tzinfo=None), __version__, config_json],

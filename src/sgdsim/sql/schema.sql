@@ -216,3 +216,7 @@ CREATE TABLE runs (
     sgdsim_version VARCHAR NOT NULL,
     config_json VARCHAR NOT NULL        -- the validated config the results come from
 );
+
+CREATE TABLE store_info (
+    schema_version INTEGER NOT NULL     -- sgdsim.store.SCHEMA_VERSION of the code that wrote the store
+);
