@@ -117,7 +117,11 @@ def test_external_access_is_off_even_for_statements_the_filter_lets_through(stor
         "SET memory_limit = '64GB'",
         "PRAGMA memory_limit = '64GB'",
         "PRAGMA enable_profiling",
+        "PRAGMA threads = 8",
         "CREATE TEMP TABLE z AS SELECT 1",
+        "EXPLAIN ANALYZE CREATE TEMP TABLE z AS SELECT 1",
+        "EXPLAIN CREATE TEMP VIEW scaling AS SELECT 1",
+        "CALL checkpoint()",
         "SELECT 1; SELECT 2",
     ],
 )
@@ -125,6 +129,8 @@ def test_settings_changes_writes_and_batches_are_refused(con, sql: str):
     with pytest.raises(sandbox.QueryRefused) as e:
         sandbox.run(con, sql)
     assert "\n" not in str(e.value)
+    assert sandbox.run(con, "SELECT count(*) FROM duckdb_tables() WHERE temporary")[1] == [(0,)]
+    assert sandbox.run(con, "SELECT current_setting('threads')")[1] == [(2,)]
 
 
 def test_a_runaway_query_stops_at_the_time_limit(con):

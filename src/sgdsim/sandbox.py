@@ -146,12 +146,14 @@ def run(
             f"refused: {len(statements)} statements given; run one statement at a time"
         )
     stmt = statements[0]
-    if stmt.type.name not in ALLOWED_STATEMENTS:
+    kind = _kind(con, stmt)
+    if kind not in ALLOWED_STATEMENTS:
         words = stmt.query.split()
-        kind = words[0].upper() if words else stmt.type.name
+        first = words[0].upper() if words else kind
+        what = f"{first} statement" if first == kind else f"{first} that runs a {kind} statement"
         raise QueryRefused(
-            f"refused: {kind} statement; the store is read-only here and only "
-            f"{', '.join(ALLOWED_STATEMENTS)} statements are allowed"
+            f"refused: {what}; the store is read-only here and only "
+            f"{', '.join(ALLOWED_STATEMENTS)} statements that read are allowed"
         )
     lock = threading.Lock()
     state = {"running": True, "fired": False}
@@ -200,6 +202,25 @@ def run(
         with lock:
             state["running"] = False
         timer.cancel()
+
+
+_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(ANALY[SZ]E\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
+
+
+def _kind(con: duckdb.DuckDBPyConnection, stmt: Any) -> str:
+    """Type of ``stmt``; for EXPLAIN, ``"EXPLAIN"`` only when it explains a SELECT
+    (``EXPLAIN ANALYZE`` runs the statement it explains)."""
+    kind: str = stmt.type.name
+    if kind != "EXPLAIN":
+        return kind
+    inner = _EXPLAIN.sub("", stmt.query, count=1)
+    try:
+        explained = con.extract_statements(inner)
+    except duckdb.Error:
+        return "unreadable EXPLAIN"
+    if len(explained) != 1 or explained[0].type.name != "SELECT":
+        return explained[0].type.name if len(explained) == 1 else "unreadable EXPLAIN"
+    return kind
 
 
 def _first_line(e: BaseException) -> str:
