@@ -506,3 +506,41 @@ def test_validation_and_run_info_pages(driver, base_url, store, render_times):
         assert len(css(driver, "#run-skipped tbody tr")) == skipped
     config = json.loads(sql(store, "SELECT config_json FROM runs")[0][0])
     assert str(config["seed"]) in css(driver, "#run-config")[0].text
+
+
+def test_sql_console_runs_examples_and_refuses_writes_and_file_reads(
+    driver, base_url, store, render_times
+):
+    t = open_page(
+        driver,
+        base_url + "/sql",
+        lambda d: bool(css(d, "#sql-table tbody tr")),
+        "sql",
+        render_times,
+    )
+    assert t < RENDER_LIMIT_S, f"SQL console took {t:.2f} s"
+    examples = css(driver, "button[id*='sql-example']")
+    assert len(examples) >= 3
+    examples[-1].click()  # the tables and views of the store
+    wait(driver, lambda d: "information_schema" in css(d, "#sql-query")[0].get_attribute("value"))
+    css(driver, "#sql-run")[0].click()
+    want = sql(store, "SELECT count(*) FROM information_schema.tables")[0][0]
+    wait(driver, lambda d: len(css(d, "#sql-table tbody tr")) == want and settled(d))
+    runs = sql(store, "SELECT count(*) FROM runs")[0][0]
+
+    def submit(text: str, expect: str) -> str:
+        from selenium.webdriver.common.keys import Keys
+
+        box = css(driver, "#sql-query")[0]
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys(Keys.DELETE)
+        box.send_keys(text)
+        css(driver, "#sql-run")[0].click()
+        wait(driver, lambda d: expect in css(d, "#sql-error")[0].text and settled(d))
+        return css(driver, "#sql-error")[0].text
+
+    assert submit("DELETE FROM runs", "DELETE").startswith("refused")
+    assert submit("CREATE TABLE t AS SELECT 1", "CREATE").startswith("refused")
+    assert submit("SELECT * FROM read_csv('/etc/passwd')", "/etc/passwd").startswith("refused")
+    assert not css(driver, "#sql-table")  # no rows shown for a refused statement
+    assert sql(store, "SELECT count(*) FROM runs")[0][0] == runs
