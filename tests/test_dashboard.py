@@ -21,6 +21,7 @@ from dashboard.export import to_bytes
 from dashboard.figures import (
     colors_for,
     merge_spans,
+    mode_figure,
     policy_figure,
     scaling_figure,
     sizing_heatmap,
@@ -303,3 +304,17 @@ def test_merge_spans_joins_only_spans_closer_than_the_tolerance():
         ("pull 0", 1.0, 1.5),
     ]
     assert merge_spans(spans, 1e-6).height == 4
+
+
+def test_mode_figure_has_one_line_per_mode_present():
+    df = pl.DataFrame(
+        {
+            "mode": ["async", "async", "sync_ps", "sync_ps"],
+            "workers": [1, 2, 1, 2],
+            "samples_per_s": [10.0, 18.0, 10.0, 15.0],
+        }
+    )
+    fig = mode_figure(df, "M")
+    assert [t.name for t in fig.data] == ["async", "sync_ps"]
+    assert list(fig.data[1].y) == [10.0, 15.0]
+    assert not mode_figure(df.clear(), "M").data

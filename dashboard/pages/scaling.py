@@ -62,7 +62,8 @@ def layout(
             *url_sync("scaling"),
             html.H2("Throughput vs workers"),
             html.P(
-                "Solid: the prediction; shaded: its spread (mean ± standard deviation over "
+                "Solid: the prediction; shaded: its uncertainty (the store's band edges "
+                "steps_per_s_lo / _hi when it has them, else mean ± standard deviation over "
                 "the simulation's replications); dotted: ideal linear scaling from N = 1; "
                 "star: the best N of each network."
             ),
