@@ -175,11 +175,13 @@ def best_points(
     return pl.DataFrame(out, schema=schema, orient="row") if out else pl.DataFrame(schema=schema)
 
 
-def with_band(df: pl.DataFrame, metric: str, batch: str = "batch_size") -> pl.DataFrame:
+def with_band(df: pl.DataFrame, metric: str) -> pl.DataFrame:
     """``df`` with ``band_lo`` and ``band_hi`` in the unit of ``metric``, or unchanged.
 
     The band comes from ``steps_per_s_lo`` / ``steps_per_s_hi`` when present,
-    else ``steps_per_s ± steps_per_s_std`` (replications); it is converted to
+    else the simulated rate ``sim_steps_per_s`` (or ``steps_per_s``) ± ``steps_per_s_std``
+    (replications); both edges no higher than ``cpu_bound_steps_per_s`` (the CPU
+    bound caps every replication's rate). It is converted to
     ``metric`` by the ratio ``metric / steps_per_s`` of each row (samples/s,
     speedup and efficiency are all proportional to steps/s at a fixed point).
     """
@@ -188,10 +190,19 @@ def with_band(df: pl.DataFrame, metric: str, batch: str = "batch_size") -> pl.Da
     if {"steps_per_s_lo", "steps_per_s_hi"} <= set(df.columns):
         lo, hi = pl.col("steps_per_s_lo"), pl.col("steps_per_s_hi")
     elif "steps_per_s_std" in df.columns:
-        lo = pl.col("steps_per_s") - pl.col("steps_per_s_std")
-        hi = pl.col("steps_per_s") + pl.col("steps_per_s_std")
+        # the spread is of the simulated rate, before the CPU bound caps it
+        sim = (
+            pl.coalesce("sim_steps_per_s", "steps_per_s")
+            if "sim_steps_per_s" in df.columns
+            else pl.col("steps_per_s")
+        )
+        lo = sim - pl.col("steps_per_s_std")
+        hi = sim + pl.col("steps_per_s_std")
     else:
         return df
+    if "cpu_bound_steps_per_s" in df.columns:  # a capped rate cannot exceed its cap
+        cap = pl.col("cpu_bound_steps_per_s").fill_null(float("inf"))
+        lo, hi = pl.min_horizontal(lo, cap), pl.min_horizontal(hi, cap)
     ratio = pl.when(pl.col("steps_per_s") > 0).then(pl.col(metric) / pl.col("steps_per_s"))
     return df.with_columns(
         (lo * ratio).clip(lower_bound=0).alias("band_lo"), (hi * ratio).alias("band_hi")

@@ -133,6 +133,19 @@ def test_band_prefers_explicit_edges_over_the_replication_spread():
     spread = with_band(df, "samples_per_s")
     assert spread["band_lo"].to_list() == pytest.approx([45.0, 72.0])
     assert spread["band_hi"].to_list() == pytest.approx([55.0, 88.0])
+    # N = 2 capped: simulated 10 ± 0.8 steps/s, bound (the rate) 8.2 steps/s
+    capped = with_band(
+        df.with_columns(
+            pl.Series("steps_per_s", [5.0, 8.2]),
+            pl.Series("samples_per_s", [50.0, 82.0]),
+            pl.Series("sim_steps_per_s", [5.0, 10.0]),
+            pl.Series("steps_per_s_std", [0.5, 0.8]),
+            pl.Series("cpu_bound_steps_per_s", [None, 8.2]),
+        ),
+        "samples_per_s",
+    )
+    assert capped["band_lo"].to_list() == pytest.approx([45.0, 82.0])
+    assert capped["band_hi"].to_list() == pytest.approx([55.0, 82.0])
     edges = with_band(
         df.with_columns(
             pl.Series("steps_per_s_lo", [4.0, 6.0]), pl.Series("steps_per_s_hi", [6.0, 9.0])
