@@ -83,12 +83,13 @@ def lenet_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def lenet_profile_2ps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real TensorFlow profile of LeNet5 against two PS tasks (shards), taken from a
     config with ``hardware[].ps_tasks: 2`` as the profile stage takes it."""
-    from sgdsim.pipeline import profile_stage
+    from sgdsim.pipeline.grid import profile_stage
 
     s = small_spec()
     config = {
         "models": [{"name": s.model, "batch_size": s.batch_size, "image_size": s.image_size}],
         "hardware": [{"name": "cpu2ps", "intra_op_threads": 1, "inter_op_threads": 1}],
+        "networks": [{"name": "1Gbps", "bandwidth_bps": 1e9}],
         "profile": {"warmup_steps": 2, "timed_steps": 3, "traced_steps": 2, "timeout_s": 300},
     }
     config["hardware"][0]["ps_tasks"] = 2

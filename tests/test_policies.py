@@ -156,7 +156,7 @@ def test_general_loop_reproduces_the_fast_loop_on_whole_tensor_policies(monkeypa
         kw = {"policy": policy, "seed": 3, "workers_per_node": per_node, "ps_discipline": disc}
         fast = simulate_async(w, Network(2e7, 1e-4), n, 8, 2, **kw)
         with monkeypatch.context() as m:
-            m.setattr(async_ps, "_WHOLE_TENSOR_FIFO", frozenset())
+            m.setattr(async_ps, "_FAST_POLICIES", frozenset())
             general = simulate_async(w, Network(2e7, 1e-4), n, 8, 2, **kw)
         for name in fields:
             assert getattr(general, name) == pytest.approx(getattr(fast, name), rel=1e-9)

@@ -518,7 +518,7 @@ def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_pat
     import polars as pl
 
     import sgdsim.testbed
-    from sgdsim.pipeline import measure_stage
+    from sgdsim.pipeline.validation import measure_stage
 
     monkeypatch.setattr(sgdsim.testbed, "check_available", lambda **_: "no root (test)")
     # the point's start offsets come from the profile: a 20 ms step on a 1 GB/s fit
@@ -530,6 +530,7 @@ def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_pat
     config = {
         "models": [{"name": "LeNet5", "batch_size": 8, "image_size": 32, "classes": 10}],
         "hardware": [{"name": "cpu", "intra_op_threads": 1, "inter_op_threads": 1}],
+        "networks": [{"name": "1Gbps", "bandwidth_bps": 1e9}],
         "profile": {},
         "validation": {
             "hardware": "cpu",
@@ -563,7 +564,7 @@ def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_pat
 
 
 def test_validation_offsets_are_seeded_per_point_and_within_one_step():
-    from sgdsim.pipeline import validation_offsets
+    from sgdsim.pipeline.validation import validation_offsets
     from sgdsim.simulation import Network
     from sgdsim.simulation.async_ps import single_step_estimate
 

@@ -2,19 +2,24 @@
 
 Run ``sgdsim bench --workload results/workloads/cpu/ResNet50.json``, or
 ``sgdsim bench`` alone for the synthetic ResNet-50 of :func:`synthetic_resnet50`.
+Each point is predicted exactly as the pipeline's ``simulate`` rule predicts
+it (:func:`~sgdsim.simulation.point.predict_point`: the policy's pull gap, the
+placement, the CPU bound), with one replication of ``steps_per_worker`` steps.
 Each configuration is run ``repeat`` times on one core and the fastest wall
 time is kept (the least disturbed by other load, as ``timeit`` advises).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from sgdsim.simulation import POLICIES, Network, Workload, simulate_async
+from sgdsim.simulation import POLICIES, Network, Workload
+from sgdsim.simulation.point import SimParams, predict_point
 
 
 def _resnet50_layers() -> list[tuple[int, int]]:
@@ -107,18 +112,24 @@ def run_bench(
     policies: Sequence[str] = POLICIES,
     steps_per_worker: int = 50,
     repeat: int = 3,
+    params: SimParams | None = None,
 ) -> list[BenchRow]:
-    """Time :func:`simulate_async` for every policy × worker count (best of ``repeat``),
-    with the policies' default unit sizes."""
+    """Time :func:`~sgdsim.simulation.point.predict_point` for every policy × worker
+    count (best of ``repeat``), with ``params`` (default: the config schema's
+    defaults) but one replication of ``steps_per_worker`` steps."""
+    from sgdsim.config import defaults
+
+    base = params or SimParams.from_config(defaults())
+    p = dataclasses.replace(base, steps_per_worker=steps_per_worker, replications=1)
     rows = []
     for policy in policies:
         for n in workers:
             best, events = float("inf"), 0
             for _ in range(repeat):
                 t = time.perf_counter()
-                r = simulate_async(workload, network, n, steps_per_worker, 3, policy=policy, seed=0)
+                r = predict_point(workload, network, n, policy, p)
                 best = min(best, time.perf_counter() - t)
-                events = r.events
+                events = r["events"]
             rows.append(BenchRow(policy, n, steps_per_worker, events, best))
     return rows
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -158,6 +159,38 @@ def tables(db: str, timeout_s: float, memory_limit: str) -> None:
         con.close()
 
 
+def _network_default(key: str) -> Any:
+    from sgdsim.config import schema
+
+    return schema()["properties"]["networks"]["items"]["properties"][key]["default"]
+
+
+def _sim_params(configfile: str | None, **overrides: Any) -> Any:
+    """The :class:`~sgdsim.simulation.point.SimParams` of a config file (or of the
+    schema's defaults), with the options the user gave on top."""
+    import yaml
+
+    from sgdsim.config import defaults, with_defaults
+    from sgdsim.errors import ConfigError
+    from sgdsim.simulation.point import SimParams
+
+    config = defaults()
+    if configfile is not None:
+        try:
+            loaded = yaml.safe_load(Path(configfile).read_text()) or {}
+        except yaml.YAMLError as e:
+            raise click.ClickException(f"{configfile}: not valid YAML: {e}") from e
+        try:
+            config = with_defaults(loaded, configfile)
+        except ConfigError as e:
+            raise click.ClickException(str(e)) from e
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return SimParams.from_config(config, **given)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+
+
 @main.command()
 @click.option(
     "--workload",
@@ -170,66 +203,103 @@ def tables(db: str, timeout_s: float, memory_limit: str) -> None:
     "--bandwidth-bps",
     "-b",
     multiple=True,
-    type=float,
+    type=click.FloatRange(min=1e3, max=1e13),
     default=(1e9,),
     show_default=True,
-    help="NIC capacity per direction in bit/s; repeat for several networks.",
+    help="NIC rate per direction in bit/s (as on a data sheet: framing is "
+    "taken off as the pipeline does); repeat for several networks.",
 )
-@click.option("--latency-s", default=1e-4, show_default=True, help="Per-message latency, s.")
-@click.option("--workers", "-n", multiple=True, type=int, default=(1, 2, 4, 8), show_default=True)
-@click.option("--policy", default="tf_default", show_default=True, help="Transmission policy.")
-@click.option("--workers-per-node", default=1, show_default=True)
-@click.option("--steps", default=20, show_default=True, help="Steps per worker.")
-@click.option("--replications", default=3, show_default=True)
-@click.option("--seed", default=42, show_default=True)
+@click.option(
+    "--latency-s",
+    default=lambda: _network_default("latency_s"),
+    show_default="the config schema's networks[].latency_s",
+    type=click.FloatRange(min=0, max=10),
+    help="Per-message latency, s.",
+)
+@click.option(
+    "--workers",
+    "-n",
+    multiple=True,
+    type=click.IntRange(min=1, max=4096),
+    default=(1, 2, 4, 8),
+    show_default=True,
+)
+@click.option("--policy", default="tf_default", show_default=True, type=click.Choice(POLICIES))
+@click.option(
+    "--configfile",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Take seed and simulation settings from this config (default: the schema's "
+    "defaults, as config/config.yaml leaves them).",
+)
+@click.option("--workers-per-node", type=click.IntRange(min=1), default=None)
+@click.option("--steps", type=click.IntRange(min=2), default=None, help="Steps per worker.")
+@click.option("--replications", type=click.IntRange(min=1), default=None)
+@click.option("--seed", type=click.IntRange(min=0), default=None)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON record per point (every column)."
+)
 def predict(
     workload_path: str,
     bandwidth_bps: tuple[float, ...],
     latency_s: float,
     workers: tuple[int, ...],
     policy: str,
-    workers_per_node: int,
-    steps: int,
-    replications: int,
-    seed: int,
+    configfile: str | None,
+    workers_per_node: int | None,
+    steps: int | None,
+    replications: int | None,
+    seed: int | None,
+    as_json: bool,
 ) -> None:
-    """Predict throughput for networks and worker counts outside the configured grid.
+    """Predict throughput for networks and worker counts outside the configured grid,
+    exactly as the pipeline's simulate rule predicts a grid point.
 
     Example: sgdsim predict --workload results/workloads/cpu/MobileNetV2.json -b 2.5e9 -n 3 -n 6
     """
     from sgdsim.reports import markdown_table
-    from sgdsim.simulation import Network, Workload, simulate_async_replicated
+    from sgdsim.simulation import Workload
+    from sgdsim.simulation.point import grid_network, predict_point
 
+    params = _sim_params(
+        configfile,
+        workers_per_node=workers_per_node,
+        steps_per_worker=steps,
+        replications=replications,
+        seed=seed,
+    )
+    if params.warmup_steps >= params.steps_per_worker:
+        raise click.ClickException(
+            f"--steps {params.steps_per_worker} must exceed the warm-up steps "
+            f"({params.warmup_steps})"
+        )
     w = Workload.load(workload_path)
     rows = []
     for bw in bandwidth_bps:
         for n in workers:
             try:
-                r = simulate_async_replicated(
-                    w,
-                    Network.from_bits(bw, latency_s),
-                    n,
-                    steps,
-                    min(3, steps - 1),
-                    policy,
-                    seed,
-                    replications,
-                    workers_per_node,
-                )
+                r = predict_point(w, grid_network(bw, latency_s), n, policy, params)
             except ValueError as e:
                 raise click.ClickException(str(e)) from e
+            if as_json:
+                click.echo(json.dumps({"bandwidth_bps": bw, "latency_s": latency_s, **r}))
+                continue
+            limit = "CPU" if r["steps_per_s"] < r["sim_steps_per_s"] else ""
             rows.append(
                 (
                     f"{bw:.3g}",
                     n,
-                    r.steps_per_s,
-                    r.steps_per_s_std,
-                    r.samples_per_s,
-                    r.mean_step_s,
-                    r.ps_down_util,
-                    r.blocked_fraction,
+                    r["steps_per_s"],
+                    r["steps_per_s_std"],
+                    r["samples_per_s"],
+                    r["mean_step_s"],
+                    r["ps_down_util"],
+                    r["blocked_fraction"],
+                    limit,
                 )
             )
+    if as_json:
+        return
     click.echo(
         markdown_table(
             [
@@ -241,6 +311,7 @@ def predict(
                 "step s",
                 "PS down util",
                 "blocked",
+                "bound",
             ],
             rows,
         )
@@ -333,12 +404,13 @@ def bench(
 ) -> None:
     """Benchmark the simulator: events/s and seconds per grid point, per policy and N."""
     from sgdsim.bench import format_table, run_bench, synthetic_resnet50
-    from sgdsim.simulation import Network, Workload
+    from sgdsim.simulation import Workload
+    from sgdsim.simulation.point import grid_network
 
     w = Workload.load(workload_path) if workload_path else synthetic_resnet50()
     rows = run_bench(
         w,
-        Network.from_bits(bandwidth_bps, latency_s),
+        grid_network(bandwidth_bps, latency_s),
         workers,
         policies or POLICIES,
         steps_per_worker=steps,

@@ -1,17 +1,80 @@
-"""Checks of a loaded configuration that JSON Schema cannot express.
+"""The configuration: its schema, its defaults, and checks JSON Schema cannot express.
 
-The schema (``workflow/schemas/config.schema.yaml``) checks types, ranges and
-names; :func:`check_config` checks the relations between keys. Both run when
-Snakemake parses the workflow, before any job starts.
+The schema ships in the package (``sgdsim/schemas/config.schema.yaml``;
+``workflow/schemas/config.schema.yaml`` links to it) and is the one place
+defaults live: Snakemake's ``validate`` fills them in the pipeline, and
+:func:`with_defaults` fills them the same way for the library and the CLI.
+The schema checks types, ranges and names; :func:`check_config` checks the
+relations between keys. Both run when Snakemake parses the workflow, before
+any job starts.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections import Counter
+from collections.abc import Iterator
+from importlib import resources
 from typing import Any
+
+import jsonschema
+import yaml
 
 from sgdsim.errors import ConfigError
 from sgdsim.models import MIN_IMAGE_SIZE
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    """The configuration's JSON Schema (draft 2020-12) as a dict."""
+    text = resources.files("sgdsim").joinpath("schemas/config.schema.yaml").read_text()
+    loaded: dict[str, Any] = yaml.safe_load(text)
+    return loaded
+
+
+def _fill_defaults(
+    validator: Any, properties: dict[str, Any], instance: Any, sub: dict[str, Any]
+) -> Iterator[Any]:
+    # jsonschema's FAQ recipe, as Snakemake's validate(set_default=True) does it
+    if isinstance(instance, dict):
+        for name, prop in properties.items():
+            if "default" in prop:
+                instance.setdefault(name, copy.deepcopy(prop["default"]))
+    yield from jsonschema.Draft202012Validator.VALIDATORS["properties"](
+        validator, properties, instance, sub
+    )
+
+
+_Filling = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {"properties": _fill_defaults}
+)
+
+
+def with_defaults(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
+    """A copy of ``config`` validated against :func:`schema`, every missing key
+    that has a default set to it (nested objects and list entries too).
+
+    Raises:
+        ConfigError: the config does not match the schema (one line naming the key).
+    """
+    out = copy.deepcopy(config)
+    error = jsonschema.exceptions.best_match(_Filling(schema()).iter_errors(out))
+    if error is not None:
+        where = "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path
+        ).lstrip(".")
+        raise ConfigError(f"{source}: {where or '(top level)'}: {error.message}")
+    return out
+
+
+def defaults() -> dict[str, Any]:
+    """The schema's defaults of every key, filled in recursively: what an empty
+    config means (its grid lists may be empty, so it is not checked)."""
+    out: dict[str, Any] = {}
+    for _ in _Filling(schema()).iter_errors(out):
+        pass
+    return out
 
 
 def check_config(config: dict[str, Any], source: str = "config") -> None:
@@ -124,3 +187,15 @@ def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
                         },
                     )
     return list(out.values())
+
+
+def entry(config: dict[str, Any], key: str, name: str) -> dict[str, Any]:
+    """The entry of list ``config[key]`` (models, hardware, networks, …) called ``name``.
+
+    Raises:
+        ConfigError: no such entry.
+    """
+    for e in config[key]:
+        if e["name"] == name:
+            return dict(e)
+    raise ConfigError(f"config: {key}: no entry named {name!r}")

@@ -2,7 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
 
-from sgdsim.pipeline import chrome_trace_stage
+from sgdsim.pipeline.grid import chrome_trace_stage
 
 chrome_trace_stage(
     snakemake.config,

@@ -2,7 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
 
-from sgdsim.pipeline import measure_stage
+from sgdsim.pipeline.validation import measure_stage
 
 measure_stage(
     snakemake.config,

@@ -2,7 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
 
-from sgdsim.pipeline import predict_testbed_stage
+from sgdsim.pipeline.validation import predict_testbed_stage
 
 predict_testbed_stage(
     snakemake.config,

@@ -2,7 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
 
-from sgdsim.pipeline import publish_stage
+from sgdsim.pipeline.grid import publish_stage
 
 publish_stage(
     snakemake.output.db,

@@ -2,7 +2,7 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: SIM115
 
-from sgdsim.pipeline import simulate_stage
+from sgdsim.pipeline.grid import simulate_stage
 
 simulate_stage(
     snakemake.config,

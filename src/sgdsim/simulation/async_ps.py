@@ -33,35 +33,24 @@ import numpy as np
 import numpy.typing as npt
 
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
-from sgdsim.simulation.engine import RawRun, policy_spec, run_general
+from sgdsim.simulation.engine import RawRun, run_general
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import (
     BYTESCHEDULER_CREDIT_BYTES,
     BYTESCHEDULER_PARTITION_BYTES,
     P3_SLICE_BYTES,
+    POLICIES,
+    PolicySizes,
+    get_policy,
 )
 from sgdsim.simulation.workload import Network, Workload
 
 #: How the PS NIC serves workers: fair share per connection, or one FIFO queue.
 PS_DISCIPLINES: tuple[str, ...] = ("fair", "fifo")
 
-#: Policies that pull one tensor at a time, in an order: with ``pull_gap_s`` each
-#: pull after the first waits that long after the previous one arrived.
-SERIAL_PULL_POLICIES: tuple[str, ...] = ("tictac", "fifo_random")
-
-#: Transmission policies this simulator implements (see :func:`pull_issue_order`
-#: and :mod:`sgdsim.simulation.policies`).
-POLICIES: tuple[str, ...] = (
-    "tf_default",
-    "tictac",
-    "fifo_random",
-    "p3",
-    "bytescheduler",
-    "prophet",
-)
-
-# policies that send whole tensors first-in first-out: the fast loop serves them on one PS
-_WHOLE_TENSOR_FIFO = frozenset({"tf_default", "tictac", "fifo_random"})
+# the fast loop serves whole-tensor first-in first-out policies on one PS;
+# tests empty this to compare it with the general loop
+_FAST_POLICIES = frozenset(n for n in POLICIES if get_policy(n).whole_tensor_fifo)
 
 # event kinds; the number is also the tie-break priority at equal times
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = range(5)
@@ -132,30 +121,14 @@ def single_step_estimate(workload: Workload, network: Network) -> float:
 
 
 def pull_issue_order(workload: Workload, policy: str) -> list[int]:
-    """Order in which a worker issues its pulls each step (indices into ``pull_bytes``).
-
-    - ``tf_default``: the order the trace shows the pulls arriving, i.e.
-      workload order (TensorFlow issues them all at once; its runtime serves
-      them in a stable order that is not the forward order).
-    - ``tictac``: order of first use in the forward pass (TicTac, Hashemi et
-      al., MLSys 2019), ties in workload order.
-    - ``fifo_random``: a fresh seeded random order every step (the baseline of
-      TicTac's evaluation); the list returned here is only a placeholder.
-    - ``p3``, ``bytescheduler``, ``prophet``: layer priority, i.e. the
-      ``tictac`` order; their per-connection queues then send the most
-      urgent unit first whenever the order in which units were issued
-      differs (see :mod:`sgdsim.simulation.policies`).
+    """Order in which a worker issues its pulls each step (indices into ``pull_bytes``):
+    the policy's :meth:`~sgdsim.simulation.policies.Policy.pull_order` (for
+    ``fifo_random`` only a placeholder: it draws a fresh order every step).
 
     Raises:
         ValueError: unknown policy.
     """
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
-    idx = list(range(len(workload.pull_bytes)))
-    if policy in ("tictac", "p3", "bytescheduler", "prophet"):
-        gate = workload.pull_gate.tolist()
-        idx.sort(key=lambda p: (gate[p], p))
-    return idx
+    return get_policy(policy).pull_order(workload)
 
 
 def simulate_async(
@@ -230,7 +203,7 @@ def simulate_async(
         nic_stats: if given, receives ``{nic: (bytes, busy_s)}`` for every NIC
             the run models: ``ps{s}.out`` / ``ps{s}.in`` per shard and, with
             several shards, ``node{j}.in`` / ``node{j}.out`` per worker node.
-        pull_gap_s: for the one-at-a-time policies (:data:`SERIAL_PULL_POLICIES`),
+        pull_gap_s: for the one-at-a-time policies (``Policy.serial_pulls``),
             seconds each pull after the first waits after the previous one
             arrived: the control message by which real TensorFlow enforces the
             order (:func:`sgdsim.profiling.graph.enforce_pull_order`), about one
@@ -293,19 +266,18 @@ def simulate_async(
         raise ValueError(f"pull_join_delay_s must be >= 0, got {pull_join_delay_s}")
     if start_offsets_s is not None and len(start_offsets_s) != workers:
         raise ValueError(f"start_offsets_s needs {workers} values, got {len(start_offsets_s)}")
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
-    spec = policy_spec(
-        policy, p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes
+    pol = get_policy(policy)
+    spec = pol.spec(
+        PolicySizes(p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes)
     )
     if not pull_gap_s >= 0:
         raise ValueError(f"pull_gap_s must be >= 0, got {pull_gap_s}")
-    serial_gap = pull_gap_s > 0 and policy in SERIAL_PULL_POLICIES
+    serial_gap = pull_gap_s > 0 and pol.serial_pulls
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     wall0 = time.perf_counter()
     fast = not serial_gap and not link_quantum_bytes and not pull_join_delay_s
-    if policy in _WHOLE_TENSOR_FIFO and workload.ps_tasks == 1 and fast:
+    if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
         raw = _run_fast(
             workload,
             network,
@@ -489,7 +461,7 @@ def _run_fast(
     overhead = workload.overhead_s
     bulk = _BULK and trace is None
     aggregate = bulk
-    random_order = policy == "fifo_random"
+    random_order = get_policy(policy).shuffle_pulls
     pull_bytes_a = np.asarray(workload.pull_bytes, np.float64)
     pull_gate_a = np.asarray(workload.pull_gate, np.int64)
 
@@ -1275,6 +1247,7 @@ def simulate_async_replicated(
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     link_quantum_bytes: float = 0.0,
     pull_join_delay_s: float = 0.0,
+    trace: list[TraceRecord] | None = None,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -1286,6 +1259,8 @@ def simulate_async_replicated(
     ``start_offsets_s``: (R, N) start offsets of each replication, seconds,
     instead of seeded random ones (``replications`` is then R; the measured
     validation starts its episodes from the same offsets).
+
+    ``trace``: if given, receives the first replication's trace records.
 
     Returns:
         An :class:`AsyncResult` whose metrics are means over replications
@@ -1323,6 +1298,7 @@ def simulate_async_replicated(
             start_offsets_s=row,
             link_quantum_bytes=link_quantum_bytes,
             pull_join_delay_s=pull_join_delay_s,
+            trace=trace if r == 0 else None,
         )
         for r, row in enumerate(rows)
     ]

@@ -44,66 +44,6 @@ _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 _J_PULLS, _J_PUSHES, _J_RELEASE, _J_KICK, _J_WIRE = range(5)
 
 
-@dataclass(frozen=True)
-class PolicySpec:
-    """How a policy cuts and orders each direction's tensors.
-
-    Attributes:
-        pull_piece, push_piece: unit size in bytes (inf = whole tensors).
-        pull_queue, push_queue: queue kinds of :mod:`sgdsim.simulation.policies`.
-        credit_bytes: ByteScheduler's credit (CREDIT queues only).
-        pull_after_update: P3: the PS sends a pushed parameter back right after
-            applying it (needs ``Workload.push_param``).
-        pull_gap_s: seconds a worker's pull connection stays idle between one
-            pull's arrival and the next pull's start: the control message by
-            which TensorFlow enforces a pull order one tensor at a time
-            (:func:`sgdsim.profiling.graph.enforce_pull_order`); 0 = none.
-        pull_gap_cpu: the gap is CPU work on the worker's node rather than a pure
-            delay: it shares the node's cores with the compute of the workers
-            placed there (processor sharing, like their segments), so it
-            stretches while they compute.
-    """
-
-    pull_piece: float = math.inf
-    push_piece: float = math.inf
-    pull_queue: str = pol.FIFO
-    push_queue: str = pol.FIFO
-    credit_bytes: float = pol.BYTESCHEDULER_CREDIT_BYTES
-    pull_after_update: bool = False
-    pull_gap_s: float = 0.0
-    pull_gap_cpu: bool = False
-
-
-def policy_spec(
-    policy: str,
-    p3_slice_bytes: float = pol.P3_SLICE_BYTES,
-    bytescheduler_partition_bytes: float = pol.BYTESCHEDULER_PARTITION_BYTES,
-    bytescheduler_credit_bytes: float = pol.BYTESCHEDULER_CREDIT_BYTES,
-) -> PolicySpec:
-    """The :class:`PolicySpec` of a policy name (see :mod:`sgdsim.simulation.policies`).
-
-    Raises:
-        ValueError: a size is not > 0.
-    """
-    for name, v in (
-        ("p3_slice_bytes", p3_slice_bytes),
-        ("bytescheduler_partition_bytes", bytescheduler_partition_bytes),
-        ("bytescheduler_credit_bytes", bytescheduler_credit_bytes),
-    ):
-        if not v > 0:
-            raise ValueError(f"{name} must be > 0, got {v}")
-    if policy == "p3":
-        return PolicySpec(
-            p3_slice_bytes, p3_slice_bytes, pol.PRIORITY, pol.PRIORITY, pull_after_update=True
-        )
-    if policy == "bytescheduler":
-        b = bytescheduler_partition_bytes
-        return PolicySpec(b, b, pol.CREDIT, pol.CREDIT, bytescheduler_credit_bytes)
-    if policy == "prophet":
-        return PolicySpec(pull_queue=pol.PRIORITY, push_queue=pol.BLOCKS)
-    return PolicySpec()  # whole tensors, first-in first-out
-
-
 @dataclass
 class RawRun:
     """What the loop hands back for :func:`sgdsim.simulation.async_ps` to summarize."""
@@ -125,7 +65,7 @@ def run_general(
     workers: int,
     steps_per_worker: int,
     policy: str,
-    spec: PolicySpec,
+    spec: pol.PolicySpec,
     seed: int,
     pull_order: list[int],
     start_offsets_s: Sequence[float] | None,
@@ -159,7 +99,7 @@ def run_general(
     pull_start = workload.pull_start_s
     overhead = workload.overhead_s
     fifo = ps_discipline == "fifo"
-    shuffle = policy == "fifo_random"
+    shuffle = pol.get_policy(policy).shuffle_pulls
     pull_gap = spec.pull_gap_s
 
     # units: pieces of each tensor; PS update time in proportion to bytes
@@ -227,7 +167,7 @@ def run_general(
     queues: dict[tuple[int, int, int], pol.Queue] = {}
     conn_busy: dict[tuple[int, int, int], bool] = {}
     conn_since: dict[tuple[int, int, int], float] = {}
-    kinds = (spec.pull_queue, spec.push_queue)
+    queue_factory = (spec.pull_queue, spec.push_queue)
     # units on the wire per (direction, shard), and the step whose first pull
     # each connection last put on the wire (for pull_join_delay_s)
     on_wire = [[0] * k for _ in (_DOWN, _UP)]
@@ -236,7 +176,7 @@ def run_general(
     def conn_of(d: int, shard: int, w: int) -> tuple[int, int, int]:
         key = (d, shard, -1 if fifo else w)
         if key not in queues:
-            queues[key] = pol.make_queue(kinds[d], spec.credit_bytes)
+            queues[key] = queue_factory[d]()
             conn_busy[key] = False
         return key
 

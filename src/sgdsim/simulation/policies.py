@@ -15,11 +15,27 @@ segment (back-propagation produces the gradients of the last layers first,
 so a gradient produced later belongs to an earlier layer). Ties go to the
 workload order.
 
-Policies (the names :data:`sgdsim.simulation.async_ps.POLICIES` lists):
+Each policy is one class below, registered in :data:`REGISTRY` (the names
+:data:`POLICIES` lists, in that order; the config schema's enum and the docs
+follow it). A policy states, in one place, the order in which a worker issues
+its pulls (:meth:`Policy.pull_order`), the units and queues of each direction
+(:meth:`Policy.spec`, a :class:`PolicySpec`) and whether it pulls one tensor
+at a time (:attr:`Policy.serial_pulls`: real TensorFlow then pays one control
+round trip per pull). ``docs/policies.md`` shows how to add one.
 
-``tf_default``, ``tictac``, ``fifo_random``
-    Whole tensors, first-in first-out in issue order (see
-    :func:`sgdsim.simulation.async_ps.pull_issue_order`).
+``tf_default``
+    Whole tensors, first-in first-out, pulls in the order the trace shows
+    them arriving (TensorFlow issues them all at once; its runtime serves them
+    in a stable order that is not the forward order).
+
+``tictac``
+    Hashemi, Abdu Jyothi, Campbell, "TicTac: Accelerating Distributed Deep
+    Learning with Communication Scheduling", MLSys 2019. Whole tensors, one
+    pull at a time in the order of first use in the forward pass.
+
+``fifo_random``
+    One pull at a time in a fresh seeded random order every step: the baseline
+    of TicTac's evaluation.
 
 ``p3``
     Jayarajan, Wei, Gibson, Fedorova, Pekhimenko, "Priority-based Parameter
@@ -84,14 +100,15 @@ Policies (the names :data:`sgdsim.simulation.async_ps.POLICIES` lists):
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-#: Per-connection queue kinds.
-FIFO, PRIORITY, CREDIT, BLOCKS = "fifo", "priority", "credit", "blocks"
+import numpy as np
 
 #: Prophet's slack added to each stage gap when sizing a block, seconds.
 PROPHET_SLACK_S = 1e-3
@@ -227,14 +244,161 @@ class BlockQueue(PriorityQueue):
 Queue = FifoQueue | PriorityQueue | CreditQueue | BlockQueue
 
 
-def make_queue(kind: str, credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES) -> Queue:
-    """A fresh per-connection queue of ``kind`` (one of FIFO, PRIORITY, CREDIT, BLOCKS)."""
-    if kind == FIFO:
-        return FifoQueue()
-    if kind == PRIORITY:
-        return PriorityQueue()
-    if kind == CREDIT:
-        return CreditQueue(credit_bytes)
-    if kind == BLOCKS:
-        return BlockQueue()
-    raise ValueError(f"unknown queue kind {kind!r}")
+@dataclass(frozen=True)
+class PolicySizes:
+    """The policies' configurable unit sizes, bytes (config ``simulation.*``).
+
+    Raises:
+        ValueError: a size is not > 0.
+    """
+
+    p3_slice_bytes: float = P3_SLICE_BYTES
+    bytescheduler_partition_bytes: float = BYTESCHEDULER_PARTITION_BYTES
+    bytescheduler_credit_bytes: float = BYTESCHEDULER_CREDIT_BYTES
+
+    def __post_init__(self) -> None:
+        for name in (
+            "p3_slice_bytes",
+            "bytescheduler_partition_bytes",
+            "bytescheduler_credit_bytes",
+        ):
+            v = getattr(self, name)
+            if not v > 0:
+                raise ValueError(f"{name} must be > 0, got {v}")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """How a policy cuts and orders each direction's tensors.
+
+    Attributes:
+        pull_piece, push_piece: unit size in bytes (inf = whole tensors).
+        pull_queue, push_queue: factories of a fresh per-connection queue.
+        pull_after_update: P3: the PS sends a pushed parameter back right after
+            applying it (needs ``Workload.push_param``).
+        pull_gap_s: seconds a worker's pull connection stays idle between one
+            pull's arrival and the next pull's start: the control message by
+            which TensorFlow enforces a pull order one tensor at a time
+            (:func:`sgdsim.profiling.graph.enforce_pull_order`); 0 = none.
+        pull_gap_cpu: the gap is CPU work on the worker's node rather than a pure
+            delay: it shares the node's cores with the compute of the workers
+            placed there (processor sharing, like their segments), so it
+            stretches while they compute.
+    """
+
+    pull_piece: float = math.inf
+    push_piece: float = math.inf
+    pull_queue: Callable[[], Queue] = FifoQueue
+    push_queue: Callable[[], Queue] = FifoQueue
+    pull_after_update: bool = False
+    pull_gap_s: float = 0.0
+    pull_gap_cpu: bool = False
+
+
+class Policy:
+    """A transmission policy: pull order, units and queues (see the module docstring).
+
+    Subclasses set :attr:`name` and override what differs from whole tensors
+    sent first-in first-out in workload order, and are listed in
+    :data:`REGISTRY`.
+    """
+
+    #: The name in the config, the store and the papers.
+    name: ClassVar[str] = ""
+    #: Pulls go one at a time in an order the worker enforces: with a pull gap
+    #: (one control round trip, ``pull_gap_s``) each pull after the first waits.
+    serial_pulls: ClassVar[bool] = False
+    #: A fresh seeded random pull order every step instead of :meth:`pull_order`.
+    shuffle_pulls: ClassVar[bool] = False
+
+    def pull_order(self, workload: Any) -> list[int]:
+        """Order in which a worker issues its pulls (indices into ``pull_bytes``):
+        by default the workload's, i.e. the order the trace shows them arriving."""
+        return list(range(len(workload.pull_bytes)))
+
+    def spec(self, sizes: PolicySizes) -> PolicySpec:
+        """Units and queues of both directions; by default whole tensors, FIFO."""
+        return PolicySpec()
+
+    @property
+    def whole_tensor_fifo(self) -> bool:
+        """Whole tensors first-in first-out in both directions, no pull after update."""
+        return self.spec(PolicySizes()) == PolicySpec()
+
+
+def forward_order(workload: Any) -> list[int]:
+    """Pulls by first use in the forward pass (their gate), ties in workload order."""
+    gate = np.asarray(workload.pull_gate).tolist()
+    return sorted(range(len(gate)), key=lambda p: (gate[p], p))
+
+
+class TfDefault(Policy):
+    name = "tf_default"
+
+
+class TicTac(Policy):
+    name = "tictac"
+    serial_pulls = True
+
+    def pull_order(self, workload: Any) -> list[int]:
+        return forward_order(workload)
+
+
+class FifoRandom(Policy):
+    name = "fifo_random"
+    serial_pulls = True
+    shuffle_pulls = True
+
+
+class P3(Policy):
+    name = "p3"
+
+    def pull_order(self, workload: Any) -> list[int]:
+        return forward_order(workload)
+
+    def spec(self, sizes: PolicySizes) -> PolicySpec:
+        b = sizes.p3_slice_bytes
+        return PolicySpec(b, b, PriorityQueue, PriorityQueue, pull_after_update=True)
+
+
+class ByteScheduler(Policy):
+    name = "bytescheduler"
+
+    def pull_order(self, workload: Any) -> list[int]:
+        return forward_order(workload)
+
+    def spec(self, sizes: PolicySizes) -> PolicySpec:
+        b = sizes.bytescheduler_partition_bytes
+        credit = functools.partial(CreditQueue, sizes.bytescheduler_credit_bytes)
+        return PolicySpec(b, b, credit, credit)
+
+
+class Prophet(Policy):
+    name = "prophet"
+
+    def pull_order(self, workload: Any) -> list[int]:
+        return forward_order(workload)
+
+    def spec(self, sizes: PolicySizes) -> PolicySpec:
+        return PolicySpec(pull_queue=PriorityQueue, push_queue=BlockQueue)
+
+
+#: Every policy the simulator implements, by name. Adding a policy: one class, one line.
+REGISTRY: dict[str, Policy] = {
+    p.name: p() for p in (TfDefault, TicTac, FifoRandom, P3, ByteScheduler, Prophet)
+}
+
+#: The policy names, in registry order.
+POLICIES: tuple[str, ...] = tuple(REGISTRY)
+
+
+def get_policy(name: str) -> Policy:
+    """The registered policy called ``name``.
+
+    Raises:
+        ValueError: no policy of that name (the message lists the names).
+    """
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}") from None

@@ -1,0 +1,157 @@
+"""Stages of the prediction grid: profile, normalize, simulate, chrome_trace, publish, report."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from sgdsim.config import entry, with_defaults
+from sgdsim.errors import ConfigError
+from sgdsim.io import atomic_path
+
+
+def profile_spec(config: dict[str, Any], hardware: str, model: str, **overrides: Any) -> Any:
+    """The :class:`~sgdsim.profiling.ProfileSpec` of ``model`` on ``hardware`` in ``config``."""
+    from sgdsim.profiling import ProfileSpec
+
+    cfg = with_defaults(config)
+    m, h, p = entry(cfg, "models", model), entry(cfg, "hardware", hardware), cfg["profile"]
+    spec = ProfileSpec(
+        model=model,
+        hardware=hardware,
+        device=h["device"],
+        batch_size=m["batch_size"],
+        image_size=m["image_size"],
+        classes=m["classes"],
+        optimizer=m["optimizer"],
+        intra_op_threads=h["intra_op_threads"],
+        inter_op_threads=h["inter_op_threads"],
+        warmup_steps=p["warmup_steps"],
+        timed_steps=p["timed_steps"],
+        traced_steps=p["traced_steps"],
+        timeout_s=p["timeout_s"],
+        seed=cfg["seed"],
+        ps_tasks=h["ps_tasks"],
+        runs=p["runs"],
+    )
+    return dataclasses.replace(spec, **overrides)
+
+
+def profile_stage(config: dict[str, Any], hardware: str, model: str, out_dir: str) -> None:
+    """Profile ``model`` on ``hardware`` (see :func:`sgdsim.profiling.run_profile`)."""
+    from sgdsim.profiling import run_profile
+
+    run_profile(profile_spec(config, hardware, model), out_dir)
+
+
+def normalize_stage(profile_dir: str, tables_dir: str, workload_path: str) -> None:
+    """Normalize one raw profile (see :func:`sgdsim.traces.normalize_profile`)."""
+    from sgdsim.traces import normalize_profile
+
+    normalize_profile(profile_dir, tables_dir, workload_path)
+
+
+def _grid_point(
+    config: dict[str, Any], workload_path: str, wildcards: dict[str, str]
+) -> tuple[Any, Any, dict[str, Any], Any]:
+    """The workload, the network as simulated, the network's config entry and the
+    :class:`~sgdsim.simulation.point.SimParams` of one grid point."""
+    from sgdsim.simulation import Workload
+    from sgdsim.simulation.point import SimParams, grid_network
+
+    if wildcards["mode"] != "async":
+        raise ConfigError(f"config: modes: {wildcards['mode']!r} is not implemented; use async")
+    net = entry(config, "networks", wildcards["network"])
+    network = grid_network(net["bandwidth_bps"], net["latency_s"], net["name"])
+    return Workload.load(workload_path), network, net, SimParams.from_config(config)
+
+
+def simulate_stage(
+    config: dict[str, Any], workload_path: str, out_path: str, wildcards: dict[str, str]
+) -> None:
+    """Simulate one grid point and write its flat record as a one-row Parquet file."""
+    from sgdsim.simulation.point import predict_point
+
+    cfg = with_defaults(config)
+    workload, network, net, params = _grid_point(cfg, workload_path, wildcards)
+    row = {
+        "model": wildcards["model"],
+        "hardware": wildcards["hardware"],
+        "network": net["name"],
+        "bandwidth_bps": float(net["bandwidth_bps"]),
+        "latency_s": float(net["latency_s"]),
+        "mode": wildcards["mode"],
+        "batch_size": workload.batch_size,
+        "workers_per_node": params.workers_per_node,
+        "ps_discipline": params.ps_discipline,
+        **predict_point(workload, network, int(wildcards["workers"]), wildcards["policy"], params),
+    }
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
+def chrome_trace_stage(
+    config: dict[str, Any], workload_path: str, out_path: str, wildcards: dict[str, str]
+) -> None:
+    """Write the synthetic execution trace (Chrome trace JSON) of one grid point:
+    the point as :func:`simulate_stage` predicts it, one run of the entry's
+    ``steps`` steps after one warm-up step."""
+    from sgdsim.simulation.chrome_trace import TraceRecord, chrome_trace, write_chrome_trace
+    from sgdsim.simulation.point import predict_point
+
+    cfg = with_defaults(config)
+    workload, network, _, params = _grid_point(cfg, workload_path, wildcards)
+    key = tuple(wildcards[k] for k in ("model", "hardware", "network", "workers", "policy"))
+    steps = next(
+        int(t["steps"])
+        for t in cfg["simulation"]["chrome_traces"]
+        if (t["model"], t["hardware"], t["network"], str(t["workers"]), t["policy"]) == key
+    )
+    params = dataclasses.replace(params, steps_per_worker=steps + 1, warmup_steps=1, replications=1)
+    records: list[TraceRecord] = []
+    workers = int(wildcards["workers"])
+    r = predict_point(workload, network, workers, wildcards["policy"], params, trace=records)
+    meta = {**wildcards, "steps_per_s": r["steps_per_s"], "seed": r["seed"]}
+    write_chrome_trace(out_path, chrome_trace(records, workers, meta))
+
+
+def publish_stage(
+    db_path: str,
+    tables_dirs: list[str],
+    prediction_files: list[str],
+    config: dict[str, Any],
+    measurement_files: Sequence[str] = (),
+    testbed_prediction_files: Sequence[str] = (),
+    imported_dirs: list[str] | None = None,
+) -> None:
+    """Build ``results/sgdsim.duckdb`` (see :func:`sgdsim.store.publish`).
+
+    ``imported_dirs``: tables directories of ``sgdsim import`` to load as well.
+    """
+    from sgdsim.store import publish
+
+    publish(
+        db_path,
+        [Path(d) for d in tables_dirs],
+        [Path(p) for p in prediction_files],
+        config_json=json.dumps(config, sort_keys=True, default=str),
+        measurement_files=[Path(p) for p in measurement_files],
+        testbed_prediction_files=[Path(p) for p in testbed_prediction_files],
+        imported_dirs=[Path(d) for d in imported_dirs or []],
+    )
+
+
+def report_stage(
+    db_path: str, policy_gain_path: str, accuracy_path: str, accuracy_plot_path: str
+) -> None:
+    """Markdown reports and the accuracy plot from the store (see :mod:`sgdsim.reports`)."""
+    from sgdsim.reports import accuracy_plot, accuracy_report, policy_gain_report
+
+    policy_gain_report(db_path, policy_gain_path)
+    accuracy_report(db_path, accuracy_path)
+    accuracy_plot(db_path, accuracy_plot_path)

@@ -1,0 +1,341 @@
+"""Stages of the measured validation: calibrate_testbed, measure, predict_testbed.
+
+A validation point is measured on the emulated-network testbed
+(:mod:`sgdsim.testbed`) and predicted for the testbed's placement (the PS and
+every worker on this one node) by the same :func:`~sgdsim.simulation.point.predict_point`
+as the grid.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sgdsim.config import entry, validation_points, with_defaults
+from sgdsim.errors import ConfigError
+from sgdsim.io import atomic_path
+from sgdsim.pipeline.grid import profile_spec
+from sgdsim.simulation.bounds import tbf_payload_fraction
+
+
+def _validation_network(config: dict[str, Any], name: str) -> dict[str, Any]:
+    for n in config["validation"]["networks"]:
+        if n["name"] == name:
+            return dict(n)
+    raise ConfigError(f"config: validation.networks: no entry named {name!r}")
+
+
+def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
+    key = (wildcards["model"], wildcards["network"], wildcards["policy"], int(wildcards["workers"]))
+    for p in validation_points(config):
+        if (p["model"], p["network"], p["policy"], p["workers"]) == key:
+            return float(p["duration_s"])
+    return float(config["validation"]["duration_s"])
+
+
+def _episode_protocol(config: dict[str, Any], wildcards: dict[str, str]) -> dict[str, Any]:
+    """A validation point's measurement protocol: ``duration_s``, ``warmup_s``,
+    ``warmup_steps`` and ``min_steps`` from ``validation`` (and the point's own
+    ``duration_s``), with their defaults."""
+    val = config["validation"]
+    return {
+        "duration_s": float(_point_duration(config, wildcards)),
+        "warmup_s": float(val["warmup_s"]),
+        "warmup_steps": int(val["warmup_steps"]),
+        "min_steps": int(val["min_steps"]),
+    }
+
+
+def _validation_mtu(config: dict[str, Any]) -> int:
+    """MTU of the testbed's links, bytes (``validation.mtu``)."""
+    return int(config["validation"]["mtu"])
+
+
+def _validation_queue(config: dict[str, Any]) -> str:
+    """How the testbed's NICs queue, ``"fair"`` or ``"fifo"`` (``validation.queue``)."""
+    return str(config["validation"]["queue"])
+
+
+#: Name of the network a point measured on loopback (no root) is predicted for.
+LOOPBACK_FIT = "loopback (profile fit)"
+
+
+def _testbed_network(config: dict[str, Any], net: dict[str, Any], tables_dir: str) -> Any:
+    """The network the testbed gives a validation point, as the simulator sees it.
+
+    The validation network's rate less TCP/IP and Ethernet headers at
+    ``validation.mtu`` (:func:`sgdsim.simulation.bounds.tbf_payload_fraction`);
+    where the testbed cannot run and ``validation.unprivileged`` is
+    ``loopback``, the profile's own loopback network fit instead (``name``
+    :data:`LOOPBACK_FIT`).
+    """
+    from sgdsim.simulation import Network
+
+    network = Network.from_bits(
+        net["bandwidth_bps"] * tbf_payload_fraction(_validation_mtu(config)),
+        float(net["latency_s"]),
+        net["name"],
+    )
+    if config["validation"]["unprivileged"] == "loopback":
+        from sgdsim.testbed import check_available
+
+        if check_available(need_netem=network.latency_s > 0) is not None:
+            fit = pl.read_parquet(Path(tables_dir) / "profile.parquet")
+            network = Network(float(fit["profile_bandwidth_Bps"][0]), 0.0, LOOPBACK_FIT)
+    return network
+
+
+def validation_offsets(
+    config: dict[str, Any], workload: Any, network: Any, wildcards: dict[str, str]
+) -> list[list[float]]:
+    """Start offsets of a validation point's episodes, (E, N) seconds.
+
+    Worker 0 starts at 0 and every other worker at a uniformly random offset
+    in ``[0, T1)``, ``T1`` the contention-free step time on the point's network
+    (:func:`sgdsim.simulation.async_ps.single_step_estimate`), as the simulator
+    draws them; ``E`` is ``validation.episodes`` (1 with one worker). The
+    draws are seeded by ``seed`` and the point (model, network, policy, N),
+    so the measure and predict_testbed stages get the same offsets.
+    """
+    from sgdsim.simulation.async_ps import single_step_estimate
+
+    workers = int(wildcards["workers"])
+    episodes = int(config["validation"]["episodes"]) if workers > 1 else 1
+    key = "/".join(wildcards[k] for k in ("model", "network", "policy", "workers"))
+    rng = np.random.default_rng([int(config["seed"]), zlib.crc32(key.encode())])
+    t1 = single_step_estimate(workload, network)
+    return [[0.0, *rng.uniform(0.0, t1, workers - 1).tolist()] for _ in range(episodes)]
+
+
+def measure_stage(
+    config: dict[str, Any],
+    workload_path: str,
+    tables_dir: str,
+    out_path: str,
+    wildcards: dict[str, str],
+) -> None:
+    """Measure one validation point on the emulated network; one-row Parquet file.
+
+    Runs :func:`sgdsim.testbed.run_async_measurement` with the model and thread
+    settings of the profile, the validation network's rate and the point's pull
+    order, in ``validation.episodes`` episodes that start the workers at the
+    offsets of :func:`validation_offsets` (one episode with one worker). Without
+    root or iproute2 the point is recorded with ``status`` ``skipped`` and the
+    reason (``validation.unprivileged: skip``), or measured unshaped on
+    loopback (``loopback``).
+
+    Raises:
+        MeasurementError: the run failed (nothing is written).
+    """
+    from sgdsim.simulation import Workload
+    from sgdsim.testbed import check_available, run_async_measurement
+
+    config = with_defaults(config)
+    val = config["validation"]
+    net = _validation_network(config, wildcards["network"])
+    latency = float(net["latency_s"])
+    spec = profile_spec(
+        config, wildcards["hardware"], wildcards["model"], pull_order=wildcards["policy"]
+    )
+    workers = int(wildcards["workers"])
+    row: dict[str, Any] = {
+        "model": wildcards["model"],
+        "hardware": wildcards["hardware"],
+        "network": net["name"],
+        "bandwidth_bps": float(net["bandwidth_bps"]),
+        "latency_s": latency,
+        "policy": wildcards["policy"],
+        "workers": workers,
+        "batch_size": spec.batch_size,
+        **_episode_protocol(config, wildcards),
+        "mtu": _validation_mtu(config),
+        "queue": _validation_queue(config),
+    }
+    why = check_available(need_netem=latency > 0)
+    loopback = False
+    if why is not None:
+        if val["unprivileged"] == "skip":
+            print(f"[measure] skipped: {why}", file=sys.stderr)
+            row |= {"status": "skipped", "reason": why, "loopback": False}
+            with atomic_path(out_path) as tmp:
+                pl.DataFrame([row]).write_parquet(tmp)
+            return
+        print(f"[measure] {why}; measuring unshaped on loopback instead", file=sys.stderr)
+        loopback = True
+    offsets = validation_offsets(
+        config, Workload.load(workload_path), _testbed_network(config, net, tables_dir), wildcards
+    )
+    row["episodes"] = len(offsets)
+    r = run_async_measurement(
+        spec,
+        workers,
+        None if loopback else float(net["bandwidth_bps"]),
+        0.0 if loopback else latency,
+        duration_s=row["duration_s"],
+        warmup_s=row["warmup_s"],
+        loopback=loopback,
+        warmup_steps=row["warmup_steps"],
+        min_steps=row["min_steps"],
+        mtu=row["mtu"],
+        queue=row["queue"],
+        start_offsets_s=offsets,
+    )
+    windows = list(r.steps_per_s_windows)
+    row |= {
+        "status": "ok",
+        "reason": why or "",
+        "loopback": loopback,
+        "steps_per_s": r.steps_per_s,
+        "samples_per_s": r.steps_per_s * spec.batch_size,
+        "steps_per_s_windows": windows,
+        "steps_per_s_std": statistics.stdev(windows) if len(windows) > 1 else 0.0,
+        "start_offsets_s": [list(e) for e in r.start_offsets_s],
+        "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
+        "window_s": r.window_s,
+        "step_end_times": [list(t) for t in r.step_end_times],
+        "background_busy": r.background_busy,
+        "cpu_busy": r.cpu_busy,
+        "cpu_steal": r.cpu_steal,
+        "shaper_drops": r.drops,
+    }
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
+def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name: str) -> None:
+    """Calibrate the testbed for one validation network (JSON).
+
+    Writes ``{"status": "ok", "network_cpu_s_per_byte": …, "pull_join_delay_s":
+    …, …}`` from :func:`sgdsim.testbed.calibrate.network_cpu_per_byte` and
+    :func:`sgdsim.testbed.calibrate.pull_join_delay` (with the validation
+    hardware's threads), or ``status`` ``skipped`` with the reason (and zeros)
+    where the testbed cannot run.
+
+    Raises:
+        CalibrationError: the transfer failed (nothing is written).
+    """
+    from sgdsim.testbed import check_available
+    from sgdsim.testbed.calibrate import network_cpu_per_byte, pull_join_delay
+
+    config = with_defaults(config)
+    net = _validation_network(config, network_name)
+    why = check_available()
+    row: dict[str, Any] = {"network": net["name"], "bandwidth_bps": float(net["bandwidth_bps"])}
+    if why is not None:
+        print(f"[calibrate] skipped: {why}", file=sys.stderr)
+        row |= {
+            "status": "skipped",
+            "reason": why,
+            "network_cpu_s_per_byte": 0.0,
+            "pull_join_delay_s": 0.0,
+        }
+    else:
+        r = network_cpu_per_byte(
+            float(net["bandwidth_bps"]),
+            mtu=_validation_mtu(config),
+            queue=_validation_queue(config),
+        )
+        hw = entry(config, "hardware", config["validation"]["hardware"])
+        race = pull_join_delay(
+            float(net["bandwidth_bps"]),
+            mtu=_validation_mtu(config),
+            queue=_validation_queue(config),
+            threads=int(hw["inter_op_threads"]),
+        )
+        row |= {
+            "status": "ok",
+            "reason": "",
+            "network_cpu_s_per_byte": r.extra_s_per_byte,
+            "testbed_s_per_byte": r.testbed_s_per_byte,
+            "loopback_s_per_byte": r.loopback_s_per_byte,
+            "bytes_moved": r.bytes_moved,
+            "pull_join_delay_s": race.delay_s,
+            "pull_race_growth_s": list(race.growth_s),
+            "pull_race_bytes": race.bytes_each,
+        }
+        print(
+            f"[calibrate] {net['name']}: kernel CPU {r.testbed_s_per_byte * 1e9:.1f} ns/byte "
+            f"through the testbed, {r.loopback_s_per_byte * 1e9:.1f} on loopback; the PS "
+            f"serves a step that starts while it sends {race.delay_s * 1e3:.2f} ms late",
+            file=sys.stderr,
+        )
+    with atomic_path(out_path) as tmp:
+        Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
+
+
+def predict_testbed_stage(
+    config: dict[str, Any],
+    workload_path: str,
+    tables_dir: str,
+    out_path: str,
+    wildcards: dict[str, str],
+    calibration_path: str | None = None,
+) -> None:
+    """Predict one validation point for the testbed's placement; one-row Parquet file.
+
+    The testbed runs the PS and all N workers on this one node, so the
+    prediction places the N workers on one node (``workers_per_node = N``: they
+    share its cores, and the PS's: see :func:`~sgdsim.simulation.point.predict_point`) behind
+    NICs of the validation network's rate less TCP/IP and Ethernet headers
+    (:func:`_testbed_network`; points measured on loopback, without root, are
+    predicted for the profile's own loopback network fit), one run from each
+    episode's start offsets (:func:`validation_offsets`), each as long as the
+    measured episode and scored over the same window by the same function
+    (:func:`sgdsim.testbed.protocol.simulate_episodes`).
+    ``calibration_path``: the network's :func:`calibrate_testbed_stage`
+    result, whose CPU per byte the prediction charges to the node (see
+    :func:`~sgdsim.simulation.point.predict_point`).
+    """
+    from sgdsim.simulation import Workload
+    from sgdsim.simulation.point import SimParams, predict_point
+
+    config = with_defaults(config)
+
+    net = _validation_network(config, wildcards["network"])
+    workers = int(wildcards["workers"])
+    workload = Workload.load(workload_path)
+    network = _testbed_network(config, net, tables_dir)
+    net_cpu = join_delay = 0.0
+    if calibration_path is not None and network.name != LOOPBACK_FIT:
+        cal = json.loads(Path(calibration_path).read_text())
+        net_cpu = float(cal["network_cpu_s_per_byte"])
+        join_delay = float(cal.get("pull_join_delay_s", 0.0))
+    offsets = validation_offsets(config, workload, network, wildcards)
+    proto = _episode_protocol(config, wildcards)
+    params = SimParams.from_config(
+        config,
+        workers_per_node=workers,
+        ps_with_workers=True,
+        network_cpu_s_per_byte=net_cpu,
+        pull_join_delay_s=join_delay,
+    )
+    row = {
+        "model": wildcards["model"],
+        "hardware": wildcards["hardware"],
+        "network": net["name"],
+        "bandwidth_bps": float(net["bandwidth_bps"]),
+        "predicted_bandwidth_Bps": network.bandwidth_Bps,
+        "batch_size": workload.batch_size,
+        "workers_per_node": workers,
+        "network_cpu_s_per_byte": net_cpu,
+        "pull_join_delay_s": join_delay,
+        **predict_point(
+            workload,
+            network,
+            workers,
+            wildcards["policy"],
+            params,
+            start_offsets_s=offsets,
+            episodes=(proto["warmup_s"], proto["duration_s"], proto["min_steps"]),
+        ),
+        "start_offsets_s": offsets,
+    }
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)

@@ -1,0 +1,201 @@
+"""One grid point, predicted one way: :class:`SimParams` and :func:`predict_point`.
+
+The ``simulate`` and ``chrome_trace`` rules, the testbed predictions and
+``sgdsim predict`` all build a :class:`SimParams` (from the config, whose
+defaults live in the schema) and call :func:`predict_point`, so the same point
+gives the same figure from every entry point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sgdsim.simulation.async_ps import simulate_async_replicated
+from sgdsim.simulation.bounds import (
+    ETHERNET_PAYLOAD_FRACTION,
+    compute_slots,
+    cpu_bound_steps_per_s,
+)
+from sgdsim.simulation.chrome_trace import TraceRecord
+from sgdsim.simulation.policies import PolicySizes, get_policy
+from sgdsim.simulation.workload import Network, Workload
+
+#: Rounds of the damped fixed-point iteration of the testbed's compute slots.
+SLOT_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """Every knob of a prediction besides the workload, network, N and policy.
+
+    Attributes:
+        steps_per_worker: steps each simulated worker runs (> ``warmup_steps``).
+        warmup_steps: first steps of each worker left out of the throughput window.
+        replications: runs with seeds ``seed, seed+1, …`` averaged per point.
+        seed: seed of the first replication's ``numpy.random.Generator``.
+        workers_per_node: workers placed on one node (they share its cores).
+        ps_discipline: ``fair`` or ``fifo`` (how the PS NIC serves the workers).
+        sizes: the policies' unit sizes, bytes.
+        ps_with_workers: the PS, every worker and the emulated network share
+            one node's cores (the testbed's placement): the compute slots are
+            then a fixed point of the throughput and the enforced pull order's
+            round trip is CPU work on those cores.
+        network_cpu_s_per_byte: kernel CPU seconds per byte the emulated
+            network costs that node (0 outside the testbed).
+        pull_join_delay_s: seconds a step that starts on a busy PS waits
+            (measured on the testbed; 0 elsewhere).
+    """
+
+    steps_per_worker: int
+    warmup_steps: int
+    replications: int
+    seed: int
+    workers_per_node: int
+    ps_discipline: str
+    sizes: PolicySizes = field(default_factory=PolicySizes)
+    ps_with_workers: bool = False
+    network_cpu_s_per_byte: float = 0.0
+    pull_join_delay_s: float = 0.0
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], **overrides: Any) -> SimParams:
+        """From a config whose defaults are filled (Snakemake's ``validate`` or
+        :func:`sgdsim.config.with_defaults`): ``seed`` and ``simulation.*``."""
+        sim = config["simulation"]
+        params = cls(
+            steps_per_worker=int(sim["steps_per_worker"]),
+            warmup_steps=int(sim["warmup_steps"]),
+            replications=int(sim["replications"]),
+            seed=int(config["seed"]),
+            workers_per_node=int(sim["workers_per_node"]),
+            ps_discipline=str(sim["ps_discipline"]),
+            sizes=PolicySizes(
+                float(sim["p3_slice_bytes"]),
+                float(sim["bytescheduler_partition_bytes"]),
+                float(sim["bytescheduler_credit_bytes"]),
+            ),
+        )
+        return dataclasses.replace(params, **overrides)
+
+
+def grid_network(bandwidth_bps: float, latency_s: float, name: str = "net") -> Network:
+    """A data-sheet network as the simulator sees it: the NIC rate (bit/s) less
+    TCP/IP and Ethernet framing (:data:`~sgdsim.simulation.bounds.ETHERNET_PAYLOAD_FRACTION`),
+    and the per-message latency (seconds).
+
+    Raises:
+        ValueError: rate ≤ 0 or latency < 0.
+    """
+    return Network.from_bits(bandwidth_bps * ETHERNET_PAYLOAD_FRACTION, latency_s, name)
+
+
+def predict_point(
+    workload: Workload,
+    network: Network,
+    workers: int,
+    policy: str,
+    params: SimParams,
+    *,
+    start_offsets_s: Sequence[Sequence[float]] | None = None,
+    episodes: tuple[float, float, int] | None = None,
+    trace: list[TraceRecord] | None = None,
+) -> dict[str, Any]:
+    """Simulated metrics of one point, capped by the nodes' CPU (a flat record).
+
+    ``steps_per_s`` is the simulated throughput (``sim_steps_per_s``) or, when
+    lower, the CPU bound (``cpu_bound_steps_per_s``, see
+    :func:`sgdsim.simulation.bounds.cpu_bound_steps_per_s`; None when the
+    profile did not measure CPU). One-at-a-time policies
+    (:attr:`~sgdsim.simulation.policies.Policy.serial_pulls`) wait one RPC
+    round trip per pull (``pull_gap_s``: the profile's ``rpc_rtt_s`` plus the
+    network's round-trip latency), as real TensorFlow enforcing that order does.
+
+    Co-located workers share their node's cores
+    (:func:`sgdsim.simulation.bounds.compute_slots`). With
+    ``params.ps_with_workers`` the node also runs the PS, the RPC threads and
+    the emulated network's kernel work, which take cores in proportion to the
+    throughput, so the slots are a fixed point of the throughput, found by
+    damped iteration (:data:`SLOT_ROUNDS` rounds; more throughput leaves fewer
+    cores to compute, so the iteration contracts). ``compute_slots`` records
+    the value used (None: cores not shared).
+
+    Args:
+        workload: the calibrated single-worker step.
+        network: what the simulator sees of the network (see :func:`grid_network`).
+        workers: N ≥ 1.
+        policy: a registered policy name.
+        params: every other knob.
+        start_offsets_s: (R, N) start offsets, seconds: R runs from these
+            instead of ``params.replications`` seeded random ones.
+        episodes: (``warmup_s``, ``duration_s``, ``min_steps``): with
+            ``start_offsets_s``, run and score each as the measured episode it
+            predicts (:func:`sgdsim.testbed.protocol.simulate_episodes`).
+        trace: if given, receives the first run's trace records.
+
+    Raises:
+        ValueError: bad N, policy or parameters (see :func:`simulate_async`).
+    """
+    pol = get_policy(policy)
+    gap = workload.rpc_rtt_s + 2 * network.latency_s
+    kw: dict[str, Any] = {
+        "policy": policy,
+        "seed": params.seed,
+        "workers_per_node": params.workers_per_node,
+        "ps_discipline": params.ps_discipline,
+        "pull_gap_s": gap,
+        "pull_gap_cpu": params.ps_with_workers,
+        "pull_join_delay_s": params.pull_join_delay_s,
+        **dataclasses.asdict(params.sizes),
+    }
+
+    def run(slots: float) -> Any:
+        if episodes is not None and start_offsets_s is not None:
+            from sgdsim.testbed.protocol import simulate_episodes
+
+            warmup_s, duration_s, min_steps = episodes
+            return simulate_episodes(
+                workload, network, workers, start_offsets_s, warmup_s, duration_s, min_steps,
+                compute_slots=slots, **kw,
+            )  # fmt: skip
+        return simulate_async_replicated(
+            workload,
+            network,
+            workers=workers,
+            steps_per_worker=params.steps_per_worker,
+            warmup_steps=params.warmup_steps,
+            replications=params.replications,
+            start_offsets_s=start_offsets_s,
+            compute_slots=slots,
+            trace=trace,
+            **kw,
+        )
+
+    cpu_net = params.network_cpu_s_per_byte
+    shared = params.workers_per_node > 1 or (params.ps_with_workers and pol.serial_pulls)
+    slots = compute_slots(workload)
+    r = run(slots)
+    if shared and params.ps_with_workers:
+        x = r.steps_per_s
+        for _ in range(SLOT_ROUNDS):
+            slots = compute_slots(workload, x, cpu_net)
+            if trace is not None:
+                trace.clear()
+            r = run(slots)
+            x = 0.5 * (x + r.steps_per_s)
+    row = dataclasses.asdict(r)
+    row["sim_wall_s"] = row.pop("wall_s")
+    bound = cpu_bound_steps_per_s(
+        workload, workers, params.workers_per_node, params.ps_with_workers, cpu_net
+    )
+    row["sim_steps_per_s"] = r.steps_per_s
+    row["cpu_bound_steps_per_s"] = None if math.isinf(bound) else bound
+    row["pull_gap_s"] = gap
+    row["compute_slots"] = slots if shared else None
+    if bound < r.steps_per_s:
+        row["steps_per_s"] = bound
+        row["samples_per_s"] = bound * workload.batch_size
+    return row

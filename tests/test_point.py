@@ -1,0 +1,131 @@
+"""One way to predict a point: the config's defaults, SimParams and predict_point."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from sgdsim.cli import main
+from sgdsim.config import defaults, schema, with_defaults
+from sgdsim.errors import ConfigError
+from sgdsim.pipeline.grid import chrome_trace_stage, simulate_stage
+from sgdsim.simulation import POLICIES, Workload
+from sgdsim.simulation.point import SimParams, grid_network, predict_point
+
+
+def _workload(tmp_path: Path) -> str:
+    rng = np.random.default_rng(3)
+    w = Workload(
+        seg_dur_s=rng.uniform(1e-3, 1e-2, 6),
+        pull_bytes=rng.uniform(1e4, 4e5, 7),
+        pull_gate=rng.integers(0, 6, 7),
+        push_bytes=rng.uniform(1e4, 4e5, 5),
+        push_seg=rng.integers(2, 6, 5),
+        push_update_s=rng.uniform(0, 1e-3, 5),
+        pull_start_s=0.002,
+        overhead_s=0.003,
+        rpc_rtt_s=4e-4,
+        batch_size=8,
+    )
+    path = tmp_path / "w.json"
+    w.save(str(path))
+    return str(path)
+
+
+CONFIG = {
+    "seed": 7,
+    "models": [{"name": "LeNet5"}],
+    "hardware": [{"name": "cpu"}],
+    "networks": [{"name": "n", "bandwidth_bps": 2e8, "latency_s": 2e-4}],
+    "simulation": {"steps_per_worker": 9, "warmup_steps": 2, "replications": 3},
+}
+WILDCARDS = {"hardware": "cpu", "model": "LeNet5", "network": "n", "mode": "async", "workers": "3"}
+
+
+@pytest.mark.parametrize("policy", ["tf_default", "tictac"])
+def test_cli_predict_gives_the_pipelines_figures_for_the_same_point(tmp_path, policy):
+    workload = _workload(tmp_path)
+    out = tmp_path / "p.parquet"
+    simulate_stage(CONFIG, workload, str(out), {**WILDCARDS, "policy": policy})
+    row = pl.read_parquet(out).row(0, named=True)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(CONFIG))
+    args = ["predict", "--workload", workload, "--configfile", str(cfg), "-b", "2e8"]
+    args += ["--latency-s", "2e-4", "-n", "3", "--policy", policy, "--json"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    cli = json.loads(r.output.strip().splitlines()[-1])
+    for key in ("steps_per_s", "sim_steps_per_s", "mean_step_s", "pull_gap_s", "replications"):
+        assert cli[key] == row[key], key
+    assert row["replications"] == 3 and row["pull_gap_s"] == pytest.approx(4e-4 + 2 * 2e-4)
+
+
+def test_cli_predict_defaults_are_the_schemas(tmp_path):
+    workload = _workload(tmp_path)
+    r = CliRunner().invoke(main, ["predict", "--workload", workload, "-n", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    cli = json.loads(r.output.strip())
+    sim = schema()["properties"]["simulation"]["properties"]
+    assert cli["steps_per_worker"] == sim["steps_per_worker"]["default"]
+    assert cli["replications"] == sim["replications"]["default"]
+    assert cli["seed"] == schema()["properties"]["seed"]["default"]
+
+
+def test_cli_predict_refuses_out_of_range_options_in_the_users_units(tmp_path):
+    workload = _workload(tmp_path)
+    for bad in (["-b", "-5"], ["-n", "100000"], ["--steps", "1"]):
+        r = CliRunner().invoke(main, ["predict", "--workload", workload, *bad])
+        assert r.exit_code != 0
+        assert "Traceback" not in r.output and bad[1] in r.output, r.output
+
+
+def test_chrome_trace_is_of_the_point_the_grid_predicts(tmp_path):
+    workload = _workload(tmp_path)
+    cfg = with_defaults(CONFIG)
+    cfg["simulation"]["chrome_traces"] = [
+        {"model": "LeNet5", "hardware": "cpu", "network": "n", "workers": 3, "policy": "tictac"}
+    ]
+    out = tmp_path / "t.json"
+    chrome_trace_stage(cfg, workload, str(out), {**WILDCARDS, "policy": "tictac"})
+    trace = json.loads(out.read_text())
+    steps = with_defaults(cfg)["simulation"]["chrome_traces"][0]["steps"]
+    params = SimParams.from_config(cfg, steps_per_worker=steps + 1, warmup_steps=1, replications=1)
+    untraced = predict_point(Workload.load(workload), grid_network(2e8, 2e-4), 3, "tictac", params)
+    meta = trace["otherData"]
+    assert meta["steps_per_s"] == pytest.approx(untraced["steps_per_s"], rel=1e-9)
+    # the enforced order's round trip separates a worker's pulls in the trace too
+    pulls = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") == "pull" and e["pid"] == 1
+    )
+    assert pulls, "no pulls of worker 0 in the trace"
+    gaps = [b[0] - a[1] for a, b in itertools.pairwise(pulls)]
+    assert max(gaps) >= untraced["pull_gap_s"] * 1e6 * 0.99
+
+
+def test_schema_policy_enum_is_the_registry():
+    items = schema()["properties"]["policies"]["items"]
+    assert tuple(items["enum"]) == POLICIES
+
+
+def test_defaults_fill_nested_entries_and_errors_name_the_key():
+    cfg = with_defaults(CONFIG)
+    net = schema()["properties"]["networks"]["items"]["properties"]
+    assert (
+        cfg["hardware"][0]["ps_tasks"]
+        == schema()["properties"]["hardware"]["items"]["properties"]["ps_tasks"]["default"]
+    )
+    assert "latency_s" in cfg["networks"][0] and "latency_s" in net
+    assert CONFIG["hardware"] == [{"name": "cpu"}]  # the input is not changed
+    with pytest.raises(ConfigError, match=r"simulation.replications"):
+        with_defaults({**CONFIG, "simulation": {"replications": 0}})
+    sim = schema()["properties"]["simulation"]["properties"]
+    assert SimParams.from_config(defaults()).warmup_steps == sim["warmup_steps"]["default"]
