@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from pathlib import Path
 
 import dash
 from dash import Dash, html
+
+from dashboard.data import store_problem
 
 
 def create_app(db: str | None = None) -> Dash:
@@ -24,10 +27,21 @@ def create_app(db: str | None = None) -> Dash:
         use_pages=True,
         pages_folder=str(Path(__file__).parent / "pages"),
         title="sgdsim",
+        # the pages' layouts read the store; Dash's start-up check of every
+        # layout would turn a bad store into a bare HTTP 500 on every request
+        suppress_callback_exceptions=True,
+        on_error=_on_error,
     )
-    app.layout = html.Div(
+    app.layout = _layout
+    return app
+
+
+def _layout() -> html.Div:
+    """The frame of every page, with the store's problem (if any) on top."""
+    return html.Div(
         [
             html.H1("sgdsim: distributed SGD throughput predictions"),
+            html.Div(_status(_store_message(store_problem())), id=STATUS_ID, role="alert"),
             html.Nav(
                 [dash.dcc.Location(id="app-url"), html.Div(nav_links("/"), id="app-nav")],
             ),
@@ -35,7 +49,28 @@ def create_app(db: str | None = None) -> Dash:
         ],
         style={"fontFamily": "sans-serif", "margin": "1em 2em"},
     )
-    return app
+
+
+#: Id of the in-page message shown when the store cannot be read.
+STATUS_ID = "store-status"
+
+
+def _store_message(problem: str | None) -> str | None:
+    return None if problem is None else f"The store cannot be read: {problem}"
+
+
+def _status(text: str | None) -> list[html.P]:
+    style = {"color": "#a00", "border": "1px solid #a00", "padding": "0.5em"}
+    return [] if text is None else [html.P(text, style=style)]
+
+
+def _on_error(err: Exception) -> None:
+    """A callback failed: say why on the page (the store, else the error) instead of a 500."""
+    traceback.print_exception(err, file=sys.stderr)  # the server log keeps the details
+    text = _store_message(store_problem()) or (
+        f"This page failed ({type(err).__name__}: {err}); the server log has the details"
+    )
+    dash.set_props(STATUS_ID, {"children": _status(text)})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", default=os.environ.get("SGDSIM_DB", "results/sgdsim.duckdb"))
     p.add_argument("--port", type=int, default=8050)
     a = p.parse_args(argv)
-    if not Path(a.db).is_file():
-        print(f"error: {a.db}: no sgdsim store; run `make run` first", file=sys.stderr)
+    problem = store_problem(a.db)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     app = create_app(a.db)
     print(f"sgdsim dashboard on http://127.0.0.1:{a.port}/ (store {a.db}, read-only)", flush=True)

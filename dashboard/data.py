@@ -21,6 +21,23 @@ def db_path() -> str:
     return os.environ.get("SGDSIM_DB", DEFAULT_DB)
 
 
+def store_problem(path: str | None = None) -> str | None:
+    """Why the store cannot be shown, in one line with the fix, or None when it can.
+
+    Opens it as :func:`sgdsim.sandbox.connect` does (read-only), which refuses
+    a missing, locked, corrupt or foreign file and a store of another schema
+    version.
+    """
+    from sgdsim.errors import StoreUnreadable
+    from sgdsim.sandbox import connect
+
+    try:
+        connect(path or db_path(), memory_limit="256MB", threads=1).close()
+    except StoreUnreadable as e:
+        return str(e)
+    return None
+
+
 def fetch(sql: str, params: list[Any] | None = None) -> pl.DataFrame:
     """Rows of ``sql`` on the store, read-only, as a polars DataFrame.
 

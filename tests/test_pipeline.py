@@ -213,6 +213,14 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
         ({"networks": [{"name": "slow", "bandwidth_bps": 0}]}, "bandwidth_bps"),
         ({"models": [{"name": "InceptionV3", "image_size": 32}]}, "image_size 32 is below"),
         (
+            {"models": [{"name": "no_such_module:build"}]},
+            "models[0].name: model 'no_such_module:build': cannot import module",
+        ),
+        (
+            {"validation": {"buffer_bytes": 1000, "mtu": 1500}},
+            "validation.buffer_bytes: 1000 does not hold one frame",
+        ),
+        (
             {"simulation": {"steps_per_worker": 3, "warmup_steps": 3, "chrome_traces": []}},
             "warmup_steps",
         ),
@@ -284,7 +292,7 @@ def test_truncated_trace_stops_normalize_and_leaves_no_partial_output(
     r = snakemake(wd, "--cores", "2", "--configfile", ".test/config.yaml")
     assert r.returncode != 0
     log = (wd / "results" / "logs" / "normalize" / "cpu" / "LeNet5.log").read_text()
-    assert "trace_0.pb" in log and "TraceError" in log
+    assert "trace_0.pb" in log and "error in normalize" in log and "Traceback" not in log
     assert not (wd / "results" / "workloads" / "cpu" / "LeNet5.json").exists()
     assert not (wd / "results" / "tables" / "cpu" / "LeNet5").exists()
     assert not (wd / "results" / "sgdsim.duckdb").exists()

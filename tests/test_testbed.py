@@ -584,7 +584,7 @@ def test_validation_offsets_are_seeded_per_point_and_within_one_step():
 
 
 def test_a_worker_stops_where_the_measured_worker_would():
-    from sgdsim.testbed.protocol import episode_done, episode_stop, episode_train_s
+    from sgdsim.protocol import episode_done, episode_stop, episode_train_s
 
     # the largest offset of any episode extends every episode's training
     assert episode_train_s(0.5, 4.0, [[0.0, 0.2], [0.0, 0.7]]) == pytest.approx(5.2)
@@ -603,7 +603,7 @@ def test_a_worker_stops_where_the_measured_worker_would():
 
 def test_simulated_episodes_are_scored_over_the_measured_window_by_hand():
     from sgdsim.simulation import Network
-    from sgdsim.testbed.protocol import simulate_episodes
+    from sgdsim.simulation.protocols import simulate_episodes
 
     # compute-bound: 0.1 s steps, 1 kB each way on a 1 TB/s NIC
     w = one_tensor_workload(0.1, 1e3, 0.0)
@@ -625,7 +625,7 @@ def test_simulated_episodes_are_scored_over_the_measured_window_by_hand():
 
 def test_each_simulated_episode_keeps_its_own_phase():
     from sgdsim.simulation import Network
-    from sgdsim.testbed.protocol import simulate_episodes
+    from sgdsim.simulation.protocols import simulate_episodes
 
     # communication-bound: 10 ms compute, 1 MB each way at 10 MB/s; two workers
     # that pull and push together share the NIC; half a step apart, they alternate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import polars as pl
 import pytest
 from conftest import small_spec
 
-from sgdsim.models import MIN_IMAGE_SIZE, MODEL_NAMES
+from sgdsim.models import MODEL_NAMES, min_image_size
 from sgdsim.profiling import run_profile
 from sgdsim.simulation import Workload
 from sgdsim.traces import normalize_profile
@@ -20,7 +21,7 @@ def profile_and_normalize(tmp: Path, model: str, **kw) -> Path:
     spec = small_spec(
         model=model,
         batch_size=2,
-        image_size=max(32, MIN_IMAGE_SIZE[model]),
+        image_size=max(32, min_image_size(model)),
         warmup_steps=1,
         timed_steps=1,
         timeout_s=600,
@@ -156,3 +157,83 @@ def test_batchnorm_model_on_two_ps_shards(tmp_path: Path):
     pushes_map_to_their_own_pulls(tables, w)
     assert [w.pull_bytes[w.pulls_shard == j].sum() for j in (0, 1)] == [per_shard[0], per_shard[1]]
     assert [w.push_bytes[w.pushes_shard == j].sum() for j in (0, 1)] == [per_shard[0], per_shard[1]]
+
+
+# ----------------------------------------------------------------- any model by name
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.mark.slow
+def test_a_keras_application_outside_the_zoo_list_profiles(tmp_path: Path):
+    assert "EfficientNetB0" not in MODEL_NAMES
+    tables = profile_and_normalize(tmp_path, "EfficientNetB0")
+    prof = pl.read_parquet(tables / "profile.parquet").row(0, named=True)
+    # EfficientNetB0 without its 1000-class head: about 4.0 M parameters + 10 classes
+    assert 3.9e6 < prof["param_count"] < 4.2e6
+    one_pull_and_one_push_per_variable(tables)
+
+
+@pytest.mark.slow
+def test_a_users_own_builder_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # the profile's PS and worker processes import the builder's module too
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    )
+    tables = profile_and_normalize(tmp_path, "zoo_builders:small_cnn")
+    prof = pl.read_parquet(tables / "profile.parquet").row(0, named=True)
+    # conv 3x3x3x8 + 8, conv 3x3x8x16 + 16, dense 16x10 + 10
+    assert prof["param_count"] == (3 * 3 * 3 * 8 + 8) + (3 * 3 * 8 * 16 + 16) + (16 * 10 + 10)
+    assert prof["model"] == "zoo_builders:small_cnn"
+    params = pl.read_parquet(tables / "params.parquet").filter("trainable")
+    assert all(v.startswith("mine_") for v in params["variable"])
+    one_pull_and_one_push_per_variable(tables)
+
+
+def test_unknown_model_names_get_one_line_saying_how_to_find_valid_ones(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    from sgdsim.config import check_config
+    from sgdsim.errors import ConfigError
+    from sgdsim.models import build_model, check_model_name, keras_application_names
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    names = keras_application_names()
+    assert {"VGG19", "EfficientNetB0", "NASNetMobile", *MODEL_NAMES[4:]} <= set(names)
+    for ok in ("VGG19", "LeNet5", "zoo_builders:small_cnn"):
+        check_model_name(ok)
+    cases = {
+        "NoSuchNet": "unknown model 'NoSuchNet'; valid names: LeNet5",
+        "no_such_module:build": "cannot import module 'no_such_module'",
+        "zoo_builders:nothing": "has no function 'nothing'",
+    }
+    for name, message in cases.items():
+        cfg = {"models": [{"name": "LeNet5"}, {"name": name}], "hardware": [], "networks": []}
+        with pytest.raises(ConfigError) as e:
+            check_config(cfg, "my.yaml")
+        text = str(e.value)
+        assert text.startswith("my.yaml: models[1].name: ") and message in text, text
+        assert "\n" not in text
+        if name == "NoSuchNet":
+            assert "list them with `sgdsim models`" in text
+    import tensorflow as tf
+
+    with tf.Graph().as_default():
+        x = tf.zeros((2, 32, 32, 3))
+        with pytest.raises(ValueError, match=r"output is the \(batch, 10\) logits"):
+            build_model("zoo_builders:wrong_output", x, 10)
+
+
+def test_cli_lists_the_model_names():
+    from click.testing import CliRunner
+
+    from sgdsim.cli import main
+
+    r = CliRunner().invoke(main, ["models"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0] == "defined in sgdsim.models: LeNet5, AlexNet, GoogLeNet, VGG11"
+    keras = lines[1].removeprefix("tf_keras.applications: ").split(", ")
+    assert {"VGG16", "VGG19", "EfficientNetB0", "MobileNetV3Small"} <= set(keras)
+    assert keras == sorted(keras) and "module:function" in lines[2]

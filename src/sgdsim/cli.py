@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,9 @@ class _Group(click.Group):
 
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            e.ctx = None  # one line: the bad option and its range, no usage block
+            raise
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except SgdsimError as e:
@@ -46,10 +49,42 @@ class _Group(click.Group):
 
 
 def _debug(ctx: click.Context) -> bool:
-    return bool(ctx.meta.get("sgdsim.debug")) or os.environ.get("SGDSIM_DEBUG", "") not in (
-        "",
-        "0",
-    )
+    from sgdsim.errors import debug_enabled
+
+    return bool(ctx.meta.get("sgdsim.debug")) or debug_enabled()
+
+
+class _Finite(click.ParamType):
+    """A finite float in [lo, hi] (``lo`` excluded when ``lo_open``), in the units typed."""
+
+    name = "float"
+
+    def __init__(self, lo: float, hi: float = float("inf"), lo_open: bool = False, unit: str = ""):
+        self.lo, self.hi, self.lo_open, self.unit = lo, hi, lo_open, unit
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        low_ok = x > self.lo if self.lo_open else x >= self.lo
+        if not (math.isfinite(x) and low_ok and x <= self.hi):
+            lo = f"> {self.lo:g}" if self.lo_open else f">= {self.lo:g}"
+            hi = f" and <= {self.hi:g}" if math.isfinite(self.hi) else ""
+            self.fail(
+                f"{value} is out of range: needs a finite number {lo}{hi}{self.unit}", param, ctx
+            )
+        return x
+
+
+#: Limits of the numeric options, in the units the user types.
+_BANDWIDTH = _Finite(0.0, 1e15, lo_open=True, unit=" bit/s")
+_LATENCY = _Finite(0.0, 60.0, unit=" s")
+#: The config schema's cap on workers (workflow/schemas/config.schema.yaml).
+_WORKERS = click.IntRange(1, 4096)
+_STEPS = click.IntRange(2, 100_000)
 
 
 @click.group(cls=_Group)
@@ -73,7 +108,7 @@ _SANDBOX_OPTIONS = (
         "--timeout-s",
         default=10.0,
         show_default=True,
-        type=click.FloatRange(min=0, min_open=True, max=86400),
+        type=_Finite(0.0, 86400.0, lo_open=True, unit=" s"),
         help="Stop a statement after this many seconds.",
     ),
     click.option(
@@ -159,6 +194,40 @@ def tables(db: str, timeout_s: float, memory_limit: str) -> None:
         con.close()
 
 
+@main.command(name="check-config")
+@click.argument("configfiles", nargs=-1, type=click.Path(dir_okay=False))
+@click.option(
+    "--base",
+    default="config/config.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Config the files are merged into (the Snakefile's configfile).",
+)
+@click.option(
+    "--schema",
+    default="workflow/schemas/config.schema.yaml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+)
+def check_config_cmd(configfiles: tuple[str, ...], base: str, schema: str) -> None:
+    """Check config files as `snakemake --configfile FILE` would use them, in one line.
+
+    Names the file, line and column of a YAML syntax error and the key path of
+    an invalid value. Run in the directory holding the Snakefile.
+
+    Example: sgdsim check-config my-cluster.yaml
+    """
+    from sgdsim.config import check_config_files
+
+    config = check_config_files(list(configfiles), base, schema)
+    n = len(config.get("models", [])) * len(config.get("networks", []))
+    click.echo(
+        f"ok: {' + '.join([base, *configfiles])} ({len(config.get('models', []))} models, "
+        f"{len(config.get('networks', []))} networks, {n * len(config.get('workers', []))} "
+        "model x network x workers points per hardware, policy and mode)"
+    )
+
+
 def _network_default(key: str) -> Any:
     from sgdsim.config import schema
 
@@ -167,28 +236,17 @@ def _network_default(key: str) -> Any:
 
 def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     """The :class:`~sgdsim.simulation.point.SimParams` of a config file (or of the
-    schema's defaults), with the options the user gave on top."""
-    import yaml
+    schema's defaults), with the options the user gave on top.
 
-    from sgdsim.config import defaults, with_defaults
-    from sgdsim.errors import ConfigError
+    Raises:
+        ConfigError: the file is not valid YAML or not a valid config (one line).
+    """
+    from sgdsim.config import defaults, load_yaml, with_defaults
     from sgdsim.simulation.point import SimParams
 
-    config = defaults()
-    if configfile is not None:
-        try:
-            loaded = yaml.safe_load(Path(configfile).read_text()) or {}
-        except yaml.YAMLError as e:
-            raise click.ClickException(f"{configfile}: not valid YAML: {e}") from e
-        try:
-            config = with_defaults(loaded, configfile)
-        except ConfigError as e:
-            raise click.ClickException(str(e)) from e
+    config = defaults() if configfile is None else with_defaults(load_yaml(configfile), configfile)
     given = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return SimParams.from_config(config, **given)
-    except ValueError as e:
-        raise click.ClickException(str(e)) from e
+    return SimParams.from_config(config, **given)
 
 
 @main.command()
@@ -203,7 +261,7 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     "--bandwidth-bps",
     "-b",
     multiple=True,
-    type=click.FloatRange(min=1e3, max=1e13),
+    type=_BANDWIDTH,
     default=(1e9,),
     show_default=True,
     help="NIC rate per direction in bit/s (as on a data sheet: framing is "
@@ -213,16 +271,17 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     "--latency-s",
     default=lambda: _network_default("latency_s"),
     show_default="the config schema's networks[].latency_s",
-    type=click.FloatRange(min=0, max=10),
+    type=_LATENCY,
     help="Per-message latency, s.",
 )
 @click.option(
     "--workers",
     "-n",
     multiple=True,
-    type=click.IntRange(min=1, max=4096),
+    type=_WORKERS,
     default=(1, 2, 4, 8),
     show_default=True,
+    help="Worker counts (1-4096); repeat for several.",
 )
 @click.option("--policy", default="tf_default", show_default=True, type=click.Choice(POLICIES))
 @click.option(
@@ -232,10 +291,10 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     help="Take seed and simulation settings from this config (default: the schema's "
     "defaults, as config/config.yaml leaves them).",
 )
-@click.option("--workers-per-node", type=click.IntRange(min=1), default=None)
-@click.option("--steps", type=click.IntRange(min=2), default=None, help="Steps per worker.")
-@click.option("--replications", type=click.IntRange(min=1), default=None)
-@click.option("--seed", type=click.IntRange(min=0), default=None)
+@click.option("--workers-per-node", type=_WORKERS, default=None)
+@click.option("--steps", type=_STEPS, default=None, help="Steps per worker.")
+@click.option("--replications", type=click.IntRange(1, 1000), default=None)
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON record per point (every column)."
 )
@@ -318,6 +377,23 @@ def predict(
     )
 
 
+@main.command()
+def models() -> None:
+    """List the model names models[].name accepts (imports TensorFlow).
+
+    Besides these, a name module:function builds your own model (see
+    docs/models.md).
+    """
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from sgdsim.models import DEFINED_NAMES, keras_application_names
+
+    click.echo("defined in sgdsim.models: " + ", ".join(DEFINED_NAMES))
+    click.echo("tf_keras.applications: " + ", ".join(keras_application_names()))
+    click.echo("your own: module:function (function(inputs, classes) -> tf_keras.Model)")
+
+
 @main.command(name="import")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--model", required=True, help="Name to file the profile under.")
@@ -326,7 +402,11 @@ def predict(
     "--meta", "meta_path", type=click.Path(dir_okay=False), help="meta.json: step times, batch."
 )
 @click.option(
-    "--batch-size", default=1, show_default=True, help="Samples per step (if not in --meta)."
+    "--batch-size",
+    default=1,
+    type=click.IntRange(1, 1_000_000),
+    show_default=True,
+    help="Samples per step (if not in --meta).",
 )
 @click.option("--out", "out_root", default="results/imported", show_default=True)
 def import_(
@@ -380,11 +460,23 @@ def import_(
     help="Workload JSON written by the normalize stage, e.g. results/workloads/cpu/ResNet50.json "
     "(default: the synthetic ResNet-50 of sgdsim.bench.synthetic_resnet50).",
 )
-@click.option("--bandwidth-bps", default=1e9, show_default=True, help="NIC capacity, bit/s.")
-@click.option("--latency-s", default=1e-4, show_default=True, help="Per-message latency, s.")
-@click.option("--workers", "-n", multiple=True, type=int, default=(1, 8, 64), show_default=True)
-@click.option("--steps", default=50, show_default=True, help="Steps per worker.")
-@click.option("--repeat", default=3, show_default=True, help="Runs per point; the fastest counts.")
+@click.option(
+    "--bandwidth-bps", default=1e9, type=_BANDWIDTH, show_default=True, help="NIC capacity, bit/s."
+)
+@click.option(
+    "--latency-s", default=1e-4, type=_LATENCY, show_default=True, help="Per-message latency, s."
+)
+@click.option(
+    "--workers", "-n", multiple=True, type=_WORKERS, default=(1, 8, 64), show_default=True
+)
+@click.option("--steps", default=50, type=_STEPS, show_default=True, help="Steps per worker.")
+@click.option(
+    "--repeat",
+    default=3,
+    type=click.IntRange(1, 100),
+    show_default=True,
+    help="Runs per point; the fastest counts.",
+)
 @click.option(
     "--policy",
     "-p",

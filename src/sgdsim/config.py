@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from collections import Counter
 from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
 from sgdsim.errors import ConfigError
-from sgdsim.models import MIN_IMAGE_SIZE
+from sgdsim.models import UnknownModelError, check_model_name, min_image_size
 
 
 @functools.cache
@@ -84,7 +86,11 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
         if dup:
             raise ConfigError(f"{source}: {key}: duplicate name {dup[0]!r}; names must be unique")
     for i, m in enumerate(config.get("models", [])):
-        size, least = m.get("image_size", 64), MIN_IMAGE_SIZE[m["name"]]
+        try:
+            check_model_name(m["name"])
+        except UnknownModelError as e:
+            raise ConfigError(f"{source}: models[{i}].name: {e}") from None
+        size, least = m.get("image_size", 64), min_image_size(m["name"])
         if size < least:
             raise ConfigError(
                 f"{source}: models[{i}] ({m['name']}): image_size {size} is below the model's "
@@ -123,6 +129,12 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
 
 def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[str]]) -> None:
     val = config.get("validation", {})
+    buf, mtu = val.get("buffer_bytes"), val.get("mtu", 9000)
+    if buf is not None and buf < mtu + 14:
+        raise ConfigError(
+            f"{source}: validation.buffer_bytes: {buf} does not hold one frame of MTU {mtu} "
+            f"(MTU + 14 = {mtu + 14} bytes); raise it or set it to null for the default"
+        )
     if not val.get("points"):
         return
     hw = val.get("hardware", "cpu")
@@ -199,3 +211,104 @@ def entry(config: dict[str, Any], key: str, name: str) -> dict[str, Any]:
         if e["name"] == name:
             return dict(e)
     raise ConfigError(f"config: {key}: no entry named {name!r}")
+
+
+def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read one YAML (or JSON) config file into a dict.
+
+    Raises:
+        ConfigError: the file is missing, not valid YAML (names the line and
+            column), or its top level is not a mapping.
+    """
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read the config file ({e})") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        ctx, ctx_mark = getattr(e, "context", None), getattr(e, "context_mark", None)
+        if ctx and ctx_mark is not None:
+            problem = f"{problem}, {ctx} that starts at line {ctx_mark.line + 1}"
+        raise ConfigError(
+            f"{where}: not valid YAML ({problem}); fix the syntax at that line "
+            "(Snakemake only says 'Config file is not valid JSON or YAML')"
+        ) from e
+    except RecursionError as e:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: the top level must be a mapping of keys (models:, networks:, ...), "
+            f"got {type(data).__name__}"
+        )
+    return data
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into a copy of ``base`` as Snakemake merges a --configfile.
+
+    Mappings merge key by key (recursively); any other value, lists included,
+    replaces the base's (snakemake.utils.update_config).
+    """
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def validate_config(config: Any, schema: dict[str, Any], source: str = "config") -> None:
+    """Check ``config`` against the JSON schema, then :func:`check_config`.
+
+    Raises:
+        ConfigError: the first problem, in one line naming the key path (as
+            ``models[0].image_size``), the value given and what the schema wants.
+    """
+    import jsonschema
+
+    if not isinstance(config, dict):
+        raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
+    validator = jsonschema.Draft202012Validator(schema)
+    try:
+        errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path)))
+    except RecursionError as e:
+        raise ConfigError(f"{source}: nested too deeply to be a config") from e
+    if errors:
+        first = errors[0]
+        key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.path)
+        raise ConfigError(
+            f"{source}: {key.lstrip('.') or 'top level'}: {first.message[:300]}; see "
+            "config/README.md for the key"
+        )
+    check_config(config, source)
+
+
+def check_config_files(
+    paths: list[str | os.PathLike[str]],
+    base: str | os.PathLike[str] = "config/config.yaml",
+    schema_path: str | os.PathLike[str] = "workflow/schemas/config.schema.yaml",
+) -> dict[str, Any]:
+    """Check config files as the pipeline would use them: ``base`` merged with each of ``paths``.
+
+    Returns:
+        The merged configuration.
+
+    Raises:
+        ConfigError: a file cannot be read or parsed (file, line, column), or
+            the merged configuration is invalid (key path and fix).
+    """
+    schema = load_yaml(schema_path)
+    config = load_yaml(base)
+    for p in paths:
+        config = merge(config, load_yaml(p))
+    validate_config(config, schema, " + ".join(str(p) for p in [base, *paths]))
+    return config

@@ -1,26 +1,39 @@
 """Model zoo: the networks sgdsim can profile, selectable by name.
 
-Keras applications come from ``tf_keras`` (graph-mode capable Keras 2) with
-``weights=None``. Defined here, since the throughput-prediction literature
-validates on them and Keras does not ship them: ``AlexNet`` (Krizhevsky,
-Sutskever, Hinton, NIPS 2012), ``GoogLeNet`` (Inception v1, Szegedy et al.,
-CVPR 2015), ``VGG11`` (configuration A of Simonyan and Zisserman, ICLR 2015)
-and the tiny ``LeNet5`` (LeCun et al., 1998) for quick end-to-end runs. Their
-layers keep the published widths; padding is "same" so that they also run at
-the small image sizes of a laptop profile. TensorFlow is imported lazily so
-that the rest of the library (simulation, store, dashboard) never pays for it.
+A model name (``models[].name`` in ``config.yaml``) is one of:
+
+- a constructor of ``tf_keras.applications`` (graph-mode capable Keras 2),
+  built with ``weights=None``: ``MobileNetV2``, ``ResNet50``, ``VGG16``,
+  ``VGG19``, ``EfficientNetB0``, ``NASNetMobile``, … (every capitalised
+  callable of that module; :func:`keras_application_names` lists them);
+- a network defined here, since the throughput-prediction literature
+  validates on them and Keras does not ship them: ``AlexNet`` (Krizhevsky,
+  Sutskever, Hinton, NIPS 2012), ``GoogLeNet`` (Inception v1, Szegedy et al.,
+  CVPR 2015), ``VGG11`` (configuration A of Simonyan and Zisserman, ICLR
+  2015) and the tiny ``LeNet5`` (LeCun et al., 1998) for quick end-to-end
+  runs. Their layers keep the published widths; padding is "same" so that
+  they also run at the small image sizes of a laptop profile;
+- a user's own builder, ``module:function`` (see :func:`build_model` for the
+  function's arguments), importable in the processes that profile and
+  measure it (on ``PYTHONPATH`` or installed).
+
+TensorFlow is imported lazily so that the rest of the library (simulation,
+store, dashboard) never pays for it.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from typing import Any
 
-#: Model names accepted in ``config.yaml`` (``models[].name``).
+#: Networks defined in this module (names accepted without importing TensorFlow).
+DEFINED_NAMES: tuple[str, ...] = ("LeNet5", "AlexNet", "GoogLeNet", "VGG11")
+
+#: Model names of the zoo that the tests and docs use; any
+#: :func:`keras_application_names` entry and any ``module:function`` are accepted too.
 MODEL_NAMES: tuple[str, ...] = (
-    "LeNet5",
-    "AlexNet",
-    "GoogLeNet",
-    "VGG11",
+    *DEFINED_NAMES,
     "MobileNetV2",
     "ResNet50",
     "VGG16",
@@ -32,25 +45,100 @@ MODEL_NAMES: tuple[str, ...] = (
 #: variables (momentum, Adam's m and v) live on the PS beside their variable.
 OPTIMIZERS: tuple[str, ...] = ("sgd", "momentum", "adam")
 
-#: Smallest input size (pixels) each Keras application accepts.
+#: Smallest input size (pixels) of the models whose minimum is above 32 (the
+#: schema's floor); Keras checks the others when it builds them.
 MIN_IMAGE_SIZE: dict[str, int] = {
-    "LeNet5": 32,
-    "AlexNet": 32,
-    "GoogLeNet": 32,
-    "VGG11": 32,
-    "MobileNetV2": 32,
-    "ResNet50": 32,
-    "VGG16": 32,
     "InceptionV3": 75,
-    "DenseNet121": 32,
+    "InceptionResNetV2": 75,
+    "Xception": 71,
 }
+
+#: How to find valid names, appended to every unknown-name error.
+HOW_TO_LIST = (
+    "valid names: "
+    + ", ".join(DEFINED_NAMES)
+    + ", any tf_keras.applications constructor (list them with `sgdsim models`), "
+    "or module:function for your own builder"
+)
+
+
+class UnknownModelError(ValueError):
+    """A model name that is neither in the zoo, nor a ``tf_keras.applications``
+    constructor, nor an importable ``module:function``."""
+
+
+def min_image_size(name: str) -> int:
+    """Smallest input size in pixels that model ``name`` accepts (32 when not known)."""
+    return MIN_IMAGE_SIZE.get(name, 32)
+
+
+def keras_application_names() -> tuple[str, ...]:
+    """Every constructor of ``tf_keras.applications`` (capitalised callables), sorted.
+
+    Imports TensorFlow (seconds).
+    """
+    import tf_keras
+
+    apps = tf_keras.applications
+    return tuple(sorted(n for n in dir(apps) if n[:1].isupper() and callable(getattr(apps, n))))
+
+
+def user_builder(name: str) -> Callable[..., Any]:
+    """The function named by ``module:function``.
+
+    Raises:
+        UnknownModelError: not of that form, the module does not import, or it
+            has no such callable.
+    """
+    module, sep, func = name.partition(":")
+    if not sep or not module or not func:
+        raise UnknownModelError(f"{name!r} is not of the form module:function")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise UnknownModelError(
+            f"model {name!r}: cannot import module {module!r} ({e}); put it on PYTHONPATH"
+        ) from e
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise UnknownModelError(f"model {name!r}: module {module!r} has no function {func!r}")
+    return fn
+
+
+def check_model_name(name: str) -> None:
+    """Raise :class:`UnknownModelError` unless :func:`build_model` knows ``name``.
+
+    Names of :data:`MODEL_NAMES` pass without importing anything; others import
+    TensorFlow (a ``tf_keras.applications`` name) or the user's module.
+    """
+    if name in MODEL_NAMES:
+        return
+    if ":" in name:
+        user_builder(name)
+        return
+    if name not in keras_application_names():
+        raise UnknownModelError(f"unknown model {name!r}; {HOW_TO_LIST}")
 
 
 def build_model(name: str, inputs: Any, classes: int) -> Any:
     """Build model ``name`` on the graph-mode tensor ``inputs``.
 
+    A user's builder ``module:function`` is called as ``function(inputs,
+    classes)`` inside the graph and device scope of the training step:
+    ``inputs`` is the float32 input tensor of shape ``(batch, size, size, 3)``
+    (build on it with ``tf_keras.Input(tensor=inputs)``), ``classes`` the
+    number of logits. It returns a ``tf_keras.Model`` whose ``output`` is the
+    ``(batch, classes)`` logits tensor (no softmax), for example::
+
+        def small_cnn(inputs, classes):
+            x = inp = tf_keras.Input(tensor=inputs)
+            x = tf_keras.layers.Conv2D(16, 3, activation="relu")(x)
+            x = tf_keras.layers.GlobalAveragePooling2D()(x)
+            return tf_keras.Model(inp, tf_keras.layers.Dense(classes)(x))
+
     Args:
-        name: one of :data:`MODEL_NAMES`.
+        name: a zoo name, a ``tf_keras.applications`` constructor, or
+            ``module:function`` (see the module docstring).
         inputs: float32 tensor of shape ``(batch, size, size, 3)``.
         classes: number of output logits.
 
@@ -59,15 +147,17 @@ def build_model(name: str, inputs: Any, classes: int) -> Any:
         ``(batch, classes)`` (no softmax).
 
     Raises:
-        ValueError: unknown name, or image size below :data:`MIN_IMAGE_SIZE`.
+        UnknownModelError: unknown name (the message says how to list valid ones).
+        ValueError: image size below the model's minimum (:func:`min_image_size`,
+            or Keras's own check), or a builder whose output is not
+            ``(batch, classes)`` logits.
     """
     import tf_keras
 
-    if name not in MODEL_NAMES:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    check_model_name(name)
     size = int(inputs.shape[1])
-    if size < MIN_IMAGE_SIZE[name]:
-        raise ValueError(f"model {name} needs image_size >= {MIN_IMAGE_SIZE[name]}, got {size}")
+    if size < min_image_size(name):
+        raise ValueError(f"model {name} needs image_size >= {min_image_size(name)}, got {size}")
     if name == "LeNet5":
         layers = tf_keras.layers
         inp = layers.Input(tensor=inputs)
@@ -83,8 +173,27 @@ def build_model(name: str, inputs: Any, classes: int) -> Any:
     if name in _DEFINED:
         inp = tf_keras.layers.Input(tensor=inputs)
         return tf_keras.Model(inp, _DEFINED[name](tf_keras.layers, inp, classes), name=name)
+    if ":" in name:
+        model = user_builder(name)(inputs, classes)
+        shape = tuple(getattr(getattr(model, "output", None), "shape", ()))
+        if len(shape) != 2 or shape[1] != classes:
+            raise ValueError(
+                f"model {name!r}: the builder must return a tf_keras.Model whose output is "
+                f"the (batch, {classes}) logits; got output shape {shape}"
+            )
+        return model
     app = getattr(tf_keras.applications, name)
-    return app(weights=None, input_tensor=inputs, classes=classes, classifier_activation=None)
+    # Some constructors (MobileNetV3*) take only a Keras tensor; the others wrap
+    # a plain one into the same Input layer themselves. The zoo's own Keras
+    # models keep the plain tensor so that their graphs stay as profiled before.
+    tensor = inputs if name in MODEL_NAMES else tf_keras.Input(tensor=inputs)
+    try:
+        return app(weights=None, input_tensor=tensor, classes=classes, classifier_activation=None)
+    except (ValueError, TypeError) as e:  # Keras's own input checks
+        raise ValueError(
+            f"model {name}: tf_keras.applications.{name} cannot be built at image_size "
+            f"{size}: {type(e).__name__}: {e}"
+        ) from e
 
 
 def _alexnet(layers: Any, x: Any, classes: int) -> Any:

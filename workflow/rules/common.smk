@@ -1,12 +1,12 @@
 from sgdsim.config import check_config
 from sgdsim.store import imported_tables_dirs
 
-check_config(config)
+check_config(config, "config (" + " + ".join(map(str, workflow.configfiles)) + ")")
 
 
 wildcard_constraints:
     hardware=r"[A-Za-z0-9_.-]+",
-    model=r"[A-Za-z0-9_.-]+",
+    model=r"[A-Za-z0-9_.:-]+",
     network=r"[A-Za-z0-9_.-]+",
     policy=r"[a-z0-9_]+",
     mode=r"[a-z]+",

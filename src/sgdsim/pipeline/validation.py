@@ -63,6 +63,26 @@ def _validation_queue(config: dict[str, Any]) -> str:
     return str(config["validation"]["queue"])
 
 
+def _validation_buffer(config: dict[str, Any], bandwidth_bps: float) -> int:
+    """Bytes each emulated NIC's queue holds (``validation.buffer_bytes``, or the
+    testbed's default for the rate and MTU: :func:`sgdsim.testbed.netns.tbf_params`)."""
+    from sgdsim.testbed.netns import tbf_params
+
+    buf = config["validation"]["buffer_bytes"]
+    return tbf_params(bandwidth_bps, _validation_mtu(config), buf)[1]
+
+
+def steady_rule(config: dict[str, Any]) -> Any:
+    """The :class:`~sgdsim.protocol.SteadyRule` of ``validation.steady`` (with
+    ``validation.warmup_steps``) when ``validation.protocol`` is ``steady``, else None."""
+    from sgdsim.protocol import SteadyRule
+
+    val = with_defaults(config)["validation"]
+    if val["protocol"] != "steady":
+        return None
+    return SteadyRule(warmup_steps=int(val["warmup_steps"]), **val["steady"])
+
+
 #: Name of the network a point measured on loopback (no root) is predicted for.
 LOOPBACK_FIT = "loopback (profile fit)"
 
@@ -157,6 +177,8 @@ def measure_stage(
         **_episode_protocol(config, wildcards),
         "mtu": _validation_mtu(config),
         "queue": _validation_queue(config),
+        "buffer_bytes": _validation_buffer(config, float(net["bandwidth_bps"])),
+        "protocol": val["protocol"],
     }
     why = check_available(need_netem=latency > 0)
     loopback = False
@@ -169,6 +191,11 @@ def measure_stage(
             return
         print(f"[measure] {why}; measuring unshaped on loopback instead", file=sys.stderr)
         loopback = True
+        row["buffer_bytes"] = None  # no shaping, no queue
+    rule = steady_rule(config)
+    if rule is not None:
+        _measure_steady(row, spec, rule, loopback, why or "", out_path)
+        return
     offsets = validation_offsets(
         config, Workload.load(workload_path), _testbed_network(config, net, tables_dir), wildcards
     )
@@ -186,6 +213,7 @@ def measure_stage(
         mtu=row["mtu"],
         queue=row["queue"],
         start_offsets_s=offsets,
+        buffer_bytes=val["buffer_bytes"],
     )
     windows = list(r.steps_per_s_windows)
     row |= {
@@ -204,6 +232,53 @@ def measure_stage(
         "cpu_busy": r.cpu_busy,
         "cpu_steal": r.cpu_steal,
         "shaper_drops": r.drops,
+    }
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
+def _measure_steady(
+    row: dict[str, Any], spec: Any, rule: Any, loopback: bool, reason: str, out_path: str
+) -> None:
+    """Measure one validation point under the ``steady`` protocol
+    (:func:`sgdsim.testbed.run_steady_measurement`) and write its one-row Parquet
+    file: ``row`` (the point's columns) plus the run's, with every step end of
+    every worker (``step_end_times``, s since the window started)."""
+    from sgdsim.protocol import steady_columns
+    from sgdsim.testbed import run_steady_measurement
+
+    r = run_steady_measurement(
+        spec,
+        row["workers"],
+        None if loopback else row["bandwidth_bps"],
+        0.0 if loopback else row["latency_s"],
+        rule=rule,
+        loopback=loopback,
+        mtu=row["mtu"],
+        queue=row["queue"],
+        buffer_bytes=row["buffer_bytes"],
+    )
+    assert r.steady is not None
+    batches = list(r.steps_per_s_windows)
+    row |= {
+        "status": "ok",
+        "reason": reason,
+        "loopback": loopback,
+        "steps_per_s": r.steps_per_s,
+        "samples_per_s": r.steps_per_s * spec.batch_size,
+        "steps_per_s_std": statistics.stdev(batches),
+        "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
+        "background_busy": r.background_busy,
+        "cpu_busy": r.cpu_busy,
+        "cpu_steal": r.cpu_steal,
+        "shaper_drops": r.drops,
+        "warmup_s": rule.settle_s,
+        "settle_s": rule.settle_s,
+        "target_rel_half_width": rule.rel_half_width,
+        "batches": rule.batches,
+        "confidence": rule.confidence,
+        "max_s": rule.max_s,
+        **steady_columns(r.steady, r.step_end_times),
     }
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
@@ -288,7 +363,7 @@ def predict_testbed_stage(
     predicted for the profile's own loopback network fit), one run from each
     episode's start offsets (:func:`validation_offsets`), each as long as the
     measured episode and scored over the same window by the same function
-    (:func:`sgdsim.testbed.protocol.simulate_episodes`).
+    (:func:`sgdsim.simulation.protocols.simulate_episodes`).
     ``calibration_path``: the network's :func:`calibrate_testbed_stage`
     result, whose CPU per byte the prediction charges to the node (see
     :func:`~sgdsim.simulation.point.predict_point`).
@@ -307,8 +382,6 @@ def predict_testbed_stage(
         cal = json.loads(Path(calibration_path).read_text())
         net_cpu = float(cal["network_cpu_s_per_byte"])
         join_delay = float(cal.get("pull_join_delay_s", 0.0))
-    offsets = validation_offsets(config, workload, network, wildcards)
-    proto = _episode_protocol(config, wildcards)
     params = SimParams.from_config(
         config,
         workers_per_node=workers,
@@ -316,6 +389,9 @@ def predict_testbed_stage(
         network_cpu_s_per_byte=net_cpu,
         pull_join_delay_s=join_delay,
     )
+    rule = steady_rule(config)
+    offsets = None if rule is not None else validation_offsets(config, workload, network, wildcards)
+    proto = _episode_protocol(config, wildcards)
     row = {
         "model": wildcards["model"],
         "hardware": wildcards["hardware"],
@@ -334,8 +410,10 @@ def predict_testbed_stage(
             params,
             start_offsets_s=offsets,
             episodes=(proto["warmup_s"], proto["duration_s"], proto["min_steps"]),
+            steady=rule,
         ),
-        "start_offsets_s": offsets,
     }
+    if offsets is not None:
+        row["start_offsets_s"] = offsets
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)

@@ -11,7 +11,7 @@ class ProfileSpec:
     """One single-worker profile: one worker and ``ps_tasks`` parameter-server (PS) tasks.
 
     Attributes:
-        model: zoo name (see :data:`sgdsim.models.MODEL_NAMES`).
+        model: model name (see :func:`sgdsim.models.build_model`).
         hardware: name of the hardware entry (recorded, used in paths).
         device: ``"cpu"`` or ``"gpu"``: where the worker computes; the PS is on CPU.
         batch_size: samples per step.

@@ -102,6 +102,7 @@ def predict_point(
     *,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     episodes: tuple[float, float, int] | None = None,
+    steady: Any = None,
     trace: list[TraceRecord] | None = None,
 ) -> dict[str, Any]:
     """Simulated metrics of one point, capped by the nodes' CPU (a flat record).
@@ -133,7 +134,11 @@ def predict_point(
             instead of ``params.replications`` seeded random ones.
         episodes: (``warmup_s``, ``duration_s``, ``min_steps``): with
             ``start_offsets_s``, run and score each as the measured episode it
-            predicts (:func:`sgdsim.testbed.protocol.simulate_episodes`).
+            predicts (:func:`sgdsim.simulation.protocols.simulate_episodes`).
+        steady: a :class:`~sgdsim.protocol.SteadyRule`: simulate until the
+            measurement's convergence rule holds and score the run by it
+            (:func:`sgdsim.simulation.protocols.simulate_steady`); the record
+            gains the columns of :func:`sgdsim.protocol.steady_columns`.
         trace: if given, receives the first run's trace records.
 
     Raises:
@@ -152,9 +157,21 @@ def predict_point(
         **dataclasses.asdict(params.sizes),
     }
 
+    estimates: list[Any] = []  # the steady-state estimate of the last run
+    sim_log: list[list[float]] = []
+
     def run(slots: float) -> Any:
+        if steady is not None:
+            from sgdsim.simulation.protocols import simulate_steady
+
+            estimates.clear()
+            sim_log.clear()
+            return simulate_steady(
+                workload, network, workers, steady, estimate=estimates, step_log=sim_log,
+                compute_slots=slots, **kw,
+            )  # fmt: skip
         if episodes is not None and start_offsets_s is not None:
-            from sgdsim.testbed.protocol import simulate_episodes
+            from sgdsim.simulation.protocols import simulate_episodes
 
             warmup_s, duration_s, min_steps = episodes
             return simulate_episodes(
@@ -198,4 +215,9 @@ def predict_point(
     if bound < r.steps_per_s:
         row["steps_per_s"] = bound
         row["samples_per_s"] = bound * workload.batch_size
+    if steady is not None:
+        from sgdsim.protocol import steady_columns
+
+        est = estimates[-1]
+        row |= steady_columns(est, [[t - est.start for t in e] for e in sim_log])
     return row

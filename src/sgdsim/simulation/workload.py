@@ -10,13 +10,14 @@ time. Built from a normalized profile by :func:`sgdsim.traces.build_workload`.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from sgdsim.errors import TraceError
+from sgdsim.errors import WorkloadError
 
 
 @dataclass(frozen=True)
@@ -189,27 +190,73 @@ class Workload:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Workload:
-        f = np.asarray
-        return cls(
-            seg_dur_s=f(d["seg_dur_s"], dtype=np.float64),
-            pull_bytes=f(d["pull_bytes"], dtype=np.float64),
-            pull_gate=f(d["pull_gate"], dtype=np.int64),
-            push_bytes=f(d["push_bytes"], dtype=np.float64),
-            push_seg=f(d["push_seg"], dtype=np.int64),
-            push_update_s=f(d["push_update_s"], dtype=np.float64),
-            pull_start_s=float(d.get("pull_start_s", 0.0)),
-            overhead_s=float(d.get("overhead_s", 0.0)),
-            batch_size=int(d.get("batch_size", 1)),
-            meta=dict(d.get("meta", {})),
-            pull_shard=None if d.get("pull_shard") is None else f(d["pull_shard"], dtype=np.int64),
-            push_shard=None if d.get("push_shard") is None else f(d["push_shard"], dtype=np.int64),
-            ps_tasks=int(d.get("ps_tasks", 1)),
-            worker_cpu_s=d.get("worker_cpu_s"),
-            ps_cpu_s=d.get("ps_cpu_s"),
-            node_cores=d.get("node_cores"),
-            rpc_rtt_s=float(d.get("rpc_rtt_s", 0.0)),
-            push_param=None if d.get("push_param") is None else f(d["push_param"], dtype=np.int64),
-        )
+        """Workload from the dict :meth:`to_dict` writes (a parsed workload JSON).
+
+        Raises:
+            WorkloadError: ``d`` is not a dict, a field is missing, not a flat
+                list of finite numbers (integers for index fields), of another
+                type, or out of range (names the field).
+        """
+        if not isinstance(d, dict):
+            raise WorkloadError(f"a workload is a JSON object, got {type(d).__name__}")
+
+        def array(key: str, dtype: type, optional: bool = False) -> Any:
+            if key not in d and not optional:
+                raise WorkloadError(f"field {key!r} is missing")
+            v = d.get(key)
+            if v is None and optional:
+                return None
+            want = int if dtype is np.int64 else (int, float)
+            if not isinstance(v, list) or not all(
+                isinstance(x, want) and not isinstance(x, bool) for x in v
+            ):
+                kind = "integers" if dtype is np.int64 else "numbers"
+                raise WorkloadError(f"field {key!r} must be a list of {kind}")
+            try:
+                a: Any = np.asarray(v, dtype=dtype)
+            except OverflowError as e:
+                raise WorkloadError(f"field {key!r}: a number is out of range ({e})") from e
+            if dtype is np.float64 and not bool(np.all(np.isfinite(a))):
+                raise WorkloadError(f"field {key!r} holds a number that is not finite")
+            return a
+
+        def number(key: str, default: float | None, kind: type = float) -> Any:
+            v = d.get(key, default)
+            if v is None and default is None:
+                return None
+            want = int if kind is int else (int, float)
+            if not isinstance(v, want) or isinstance(v, bool) or not math.isfinite(v):
+                raise WorkloadError(f"field {key!r} must be a finite {kind.__name__}, got {v!r}")
+            if kind is int and not -(2**62) < v < 2**62:
+                raise WorkloadError(f"field {key!r} is out of range: {v}")
+            return kind(v)
+
+        meta = d.get("meta", {})
+        if not isinstance(meta, dict):
+            raise WorkloadError(f"field 'meta' must be an object, got {type(meta).__name__}")
+        try:
+            return cls(
+                seg_dur_s=array("seg_dur_s", np.float64),
+                pull_bytes=array("pull_bytes", np.float64),
+                pull_gate=array("pull_gate", np.int64),
+                push_bytes=array("push_bytes", np.float64),
+                push_seg=array("push_seg", np.int64),
+                push_update_s=array("push_update_s", np.float64),
+                pull_start_s=number("pull_start_s", 0.0),
+                overhead_s=number("overhead_s", 0.0),
+                batch_size=number("batch_size", 1, int),
+                meta=dict(meta),
+                pull_shard=array("pull_shard", np.int64, optional=True),
+                push_shard=array("push_shard", np.int64, optional=True),
+                ps_tasks=number("ps_tasks", 1, int),
+                worker_cpu_s=number("worker_cpu_s", None),
+                ps_cpu_s=number("ps_cpu_s", None),
+                node_cores=number("node_cores", None, int),
+                rpc_rtt_s=number("rpc_rtt_s", 0.0),
+                push_param=array("push_param", np.int64, optional=True),
+            )
+        except ValueError as e:
+            raise WorkloadError(str(e)) from e
 
     def save(self, path: str) -> None:
         from sgdsim.io import atomic_path
@@ -222,12 +269,14 @@ class Workload:
         """Read a workload JSON file.
 
         Raises:
-            TraceError: the file is missing or not a workload (names the file).
+            WorkloadError: the file is missing or not a workload (names the file
+                and the field).
         """
         try:
-            with open(path) as fh:
+            with open(path, encoding="utf-8") as fh:
                 return cls.from_dict(json.load(fh))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise TraceError(
-                f"{path}: not a readable sgdsim workload ({e}); re-run normalize"
+        except (OSError, ValueError, RecursionError, WorkloadError) as e:
+            raise WorkloadError(
+                f"{path}: not a readable sgdsim workload ({e}); re-run the normalize stage "
+                "(snakemake results/workloads/HARDWARE/MODEL.json) or pass the right file"
             ) from e

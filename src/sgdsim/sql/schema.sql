@@ -162,7 +162,18 @@ CREATE TABLE measurements (
     background_busy  DOUBLE,            -- share of this machine's CPU busy in the second before the run
     cpu_busy         DOUBLE,            -- share of this machine's CPU time busy over the window
     cpu_steal        DOUBLE,            -- share of it the hypervisor stole over the window
-    shaper_drops     BIGINT             -- packets the tc tbf shapers dropped over the run
+    shaper_drops     BIGINT,            -- packets the tc tbf shapers dropped over the run
+    protocol         VARCHAR,           -- episodes (drawn start phases) | steady (run until converged)
+    buffer_bytes     BIGINT,            -- queue limit of every emulated NIC, bytes (fifo: the FIFO; fair: each per-peer queue)
+    settle_s         DOUBLE,            -- steady: seconds after the last worker's warm-up before the window
+    converged        BOOLEAN,           -- steady: the batch-means rule held before max_s
+    steps_per_s_half_width DOUBLE,      -- steady: half-width of the confidence interval of steps_per_s
+    rel_half_width   DOUBLE,            -- steady: steps_per_s_half_width / steps_per_s
+    target_rel_half_width DOUBLE,       -- steady: the rule's bound on rel_half_width
+    batches          INTEGER,           -- steady: batches of the window (steps_per_s_windows are their rates)
+    confidence       DOUBLE,            -- steady: confidence level of the interval
+    max_s            DOUBLE,            -- steady: bound on the window, s
+    steps_in_window  INTEGER[]          -- steady: step ends of each worker inside the window
 );
 
 -- One row per prediction of a measured point, for the testbed's placement: all
@@ -199,7 +210,15 @@ CREATE TABLE testbed_predictions (
     compute_slots    DOUBLE,            -- workers computing at full speed at once on the node's cores left by the PS, RPC and network work
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
-    start_offsets_s  DOUBLE[][]         -- the measured episodes' start offsets, simulated one run each
+    start_offsets_s  DOUBLE[][],        -- the measured episodes' start offsets, simulated one run each
+    protocol         VARCHAR,           -- steady when simulated until the measurement's rule converged (NULL: episodes)
+    converged        BOOLEAN,           -- steady: the batch-means rule held before max_s
+    steps_per_s_half_width DOUBLE,      -- steady: half-width of the confidence interval of steps_per_s
+    rel_half_width   DOUBLE,            -- steady: steps_per_s_half_width / steps_per_s
+    window_s         DOUBLE,            -- steady: seconds of the scored window
+    steps_per_s_windows DOUBLE[],       -- steady: steps/s of each batch
+    steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
+    step_end_times   DOUBLE[][]         -- steady: per worker, every simulated step end, s since the window started
 );
 
 -- Price per node-hour of each hardware and network entry priced in the

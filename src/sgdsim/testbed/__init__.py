@@ -2,6 +2,7 @@
 
 from sgdsim.testbed.netns import Testbed, TestbedError, TestbedUnavailable, check_available
 from sgdsim.testbed.run import MeasurementError, MeasurementResult, run_async_measurement
+from sgdsim.testbed.steady import run_steady_measurement
 
 __all__ = [
     "MeasurementError",
@@ -11,4 +12,5 @@ __all__ = [
     "TestbedUnavailable",
     "check_available",
     "run_async_measurement",
+    "run_steady_measurement",
 ]

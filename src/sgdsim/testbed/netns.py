@@ -14,6 +14,10 @@ BOTH ends of every veth, so each host's NIC sends and receives at most the rate
 (bit/s) per direction; with a latency, ``netem`` delays every packet a host
 sends by that one-way latency (seconds). Needs root and iproute2 (``ip``,
 ``tc``); :func:`check_available` says why not otherwise.
+
+Each run records its run id and owning PID in :func:`state_dir` before it
+creates a namespace; :func:`sweep_stale`, called when a testbed starts, removes
+what runs killed without cleaning up (SIGKILL) left behind.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -65,11 +70,119 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+def state_dir() -> Path:
+    """Directory of the run records: ``$SGDSIM_TESTBED_STATE`` or ``/run/sgdsim/testbeds``."""
+    return Path(os.environ.get("SGDSIM_TESTBED_STATE", "/run/sgdsim/testbeds"))
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Start time of process ``pid`` in clock ticks since boot (/proc/PID/stat field 22)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])  # fields after the command name
+
+
+def _claim(run_id: str) -> Path:
+    """Record that this process owns the namespaces named ``run_id`` or ``run_id-*``.
+
+    Written (atomically) before the first namespace exists, so a run killed at
+    any point leaves a record for :func:`sweep_stale`.
+    """
+    import json
+
+    from sgdsim.io import atomic_path
+
+    record = state_dir() / f"{run_id}.json"
+    pid = os.getpid()
+    with atomic_path(record) as tmp:
+        tmp.write_text(json.dumps({"run_id": run_id, "pid": pid, "start": _start_ticks(pid)}))
+    return record
+
+
+def _owner_alive(record: dict[str, Any]) -> bool:
+    """True while the process that wrote ``record`` runs (same PID and start time)."""
+    pid, start = record.get("pid"), record.get("start")
+    if not isinstance(pid, int):
+        return False
+    ticks = _start_ticks(pid)
+    return ticks is not None and (start is None or ticks == start)
+
+
+def sweep_stale() -> list[str]:
+    """Remove the namespaces, and the processes in them, of testbed runs whose owner died.
+
+    Every testbed (and the probe of :func:`check_available`) records its run
+    id and owning PID with its start time in :func:`state_dir` before it
+    creates a namespace, and deletes the record once it has removed them. A
+    record whose process is gone (SIGKILL, a cluster job killed at its time
+    limit, a power cut) marks leftovers: its namespaces (exactly ``run_id`` or
+    ``run_id-*``, the run id being random) are emptied with SIGKILL and
+    deleted, then the record. Namespaces without a record (other tools, other
+    checkouts) and those of live runs are never touched. Needs root (returns
+    ``[]`` otherwise). Called when a :class:`Testbed` starts.
+
+    Returns:
+        Names of the namespaces removed.
+    """
+    import json
+
+    ip = _tool("ip")
+    base = state_dir()
+    if ip is None or os.geteuid() != 0 or not base.is_dir():
+        return []
+    removed: list[str] = []
+    existing: list[str] | None = None
+    for path in sorted(base.glob("sgd-*.json")):
+        try:
+            record = json.loads(path.read_text())
+            run_id = str(record["run_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not run_id.startswith(PREFIX) or _owner_alive(record):
+            continue
+        if existing is None:
+            r = _run([ip, "netns", "list"])
+            existing = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+        mine = [n for n in existing if n == run_id or n.startswith(run_id + "-")]
+        left = False
+        for ns in mine:
+            _kill_in(ip, ns)
+            if _run([ip, "netns", "del", ns]).returncode == 0:
+                removed.append(ns)
+            else:
+                left = True
+        if not left:
+            path.unlink(missing_ok=True)
+    if removed:
+        print(
+            f"[testbed] removed {len(removed)} namespace(s) of dead runs: {' '.join(removed)}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return removed
+
+
+def _kill_in(ip: str, ns: str) -> None:
+    """SIGKILL every process inside namespace ``ns`` (except this one)."""
+    r = _run([ip, "netns", "pids", ns])
+    for tok in r.stdout.split():
+        if tok.isdigit() and int(tok) != os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(tok), signal.SIGKILL)
+
+
 def _probe(ip: str, tc: str, need_netem: bool) -> str | None:
     """Build a throw-away namespace with a bridge, a veth and tbf; return why that failed."""
     ns = f"{PREFIX}probe-{secrets.token_hex(3)}"
+    try:
+        record = _claim(ns)
+    except OSError as e:
+        return f"cannot write the testbed's run record in {state_dir()}: {e}"
     r = _run([ip, "netns", "add", ns])
     if r.returncode != 0:
+        record.unlink(missing_ok=True)
         return f"`ip netns add` is not permitted here: {r.stderr.strip() or r.returncode}"
     try:
         link, qdisc = [ip, "-n", ns, "link", "add"], [tc, "-n", ns, "qdisc", "add", "dev"]
@@ -99,7 +212,8 @@ def _probe(ip: str, tc: str, need_netem: bool) -> str | None:
                 return f"cannot create {what} in a network namespace: {r.stderr.strip()}"
         return None
     finally:
-        _run([ip, "netns", "del", ns])
+        if _run([ip, "netns", "del", ns]).returncode == 0:
+            record.unlink(missing_ok=True)
 
 
 def check_available(need_netem: bool = False) -> str | None:
@@ -134,8 +248,13 @@ QUEUES = ("fair", "fifo")
 DEFAULT_QUEUE = "fair"
 
 
-def tbf_params(bandwidth_bps: float, mtu: int = DEFAULT_MTU) -> tuple[int, int]:
+def tbf_params(
+    bandwidth_bps: float, mtu: int = DEFAULT_MTU, buffer_bytes: int | None = None
+) -> tuple[int, int]:
     """Token-bucket burst and queue limit, in bytes, for a rate in bit/s and an MTU.
+
+    ``buffer_bytes`` (≥ one frame, ``mtu`` + 14) sets the queue limit; None
+    keeps the default below.
 
     The burst holds 1 ms at the rate but at least two full frames (``mtu`` + 14
     bytes of Ethernet header): a NIC of rate R never sends faster than R, and a
@@ -148,6 +267,12 @@ def tbf_params(bandwidth_bps: float, mtu: int = DEFAULT_MTU) -> tuple[int, int]:
     rate_bytes_s = bandwidth_bps / 8.0
     frame = mtu + 14
     burst = max(2 * frame, int(rate_bytes_s * 0.001))
+    if buffer_bytes is not None:
+        if buffer_bytes < frame:
+            raise ValueError(
+                f"buffer_bytes must hold one frame ({frame} bytes), got {buffer_bytes}"
+            )
+        return burst, int(buffer_bytes)
     limit = max(65536 + frame, int(rate_bytes_s * 0.050))
     return burst, limit
 
@@ -184,11 +309,17 @@ class Testbed:
             (:class:`sgdsim.simulation.link.PSLink`). ``"fifo"``: tbf's single
             50 ms FIFO, where one connection's burst delays every other's
             packets, ACKs of the reverse direction included.
+        buffer_bytes: queue limit of every shaped NIC in bytes (≥ ``mtu`` + 14):
+            of the FIFO with ``queue="fifo"``, of each per-peer queue with
+            ``"fair"``. None: 50 ms at the rate, at least 64 KiB + one frame
+            (:func:`tbf_params`). A switch port's shallow buffer is a few
+            frames to a few ms at the rate; a deep one tens to hundreds of ms.
 
     Raises:
         TestbedUnavailable: :func:`check_available` gave a reason.
         TestbedError: an ``ip``/``tc`` command failed (everything built is removed).
-        ValueError: workers < 1, bandwidth_bps <= 0, latency_s < 0 or an unknown queue.
+        ValueError: workers < 1, bandwidth_bps <= 0, latency_s < 0, an unknown queue
+            or buffer_bytes below one frame.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -201,6 +332,7 @@ class Testbed:
         subnet: int | None = None,
         mtu: int = DEFAULT_MTU,
         queue: str = DEFAULT_QUEUE,
+        buffer_bytes: int | None = None,
     ) -> None:
         if queue not in QUEUES:
             raise ValueError(f"queue must be one of {', '.join(QUEUES)}, got {queue!r}")
@@ -212,6 +344,8 @@ class Testbed:
             raise ValueError(f"latency_s must be >= 0, got {latency_s}")
         if not 68 <= mtu <= 65535:
             raise ValueError(f"mtu must be in 68..65535 bytes, got {mtu}")
+        if bandwidth_bps is not None:
+            tbf_params(bandwidth_bps, mtu, buffer_bytes)  # checks buffer_bytes
         reason = check_available(need_netem=latency_s > 0)
         if reason is not None:
             raise TestbedUnavailable(reason)
@@ -223,12 +357,15 @@ class Testbed:
         self.latency_s = latency_s
         self.mtu = mtu
         self.queue = queue
+        self.buffer_bytes = buffer_bytes
         self.hosts: tuple[str, ...] = ("ps", *(f"w{k}" for k in range(workers)))
+        sweep_stale()
         existing = self._list_namespaces()
         while True:
             self.run_id = f"{PREFIX}{secrets.token_hex(3)}"
             if not any(n.startswith(self.run_id + "-") for n in existing):
                 break
+        self._record = _claim(self.run_id)
         k = subnet if subnet is not None else 16 + secrets.randbelow(224)
         if not 0 <= k <= 255 or len(self.hosts) > 250:
             raise ValueError(f"subnet octet must be 0..255 and workers <= 249, got {k}")
@@ -273,7 +410,7 @@ class Testbed:
             parent = ["parent", "1:1"]
         if self.bandwidth_bps is None:
             return
-        burst, limit = tbf_params(self.bandwidth_bps, self.mtu)
+        burst, limit = tbf_params(self.bandwidth_bps, self.mtu, self.buffer_bytes)
         tbf = ["tbf", "rate", f"{self.bandwidth_bps:.0f}bit", "burst", str(burst)]
         self._cmd([*tc, *parent, "handle", "10:", *tbf, "limit", str(limit)])
         if self.queue == "fair":
@@ -352,6 +489,13 @@ class Testbed:
             self._shape(br, port, 0.0)  # what the host receives
 
     # ------------------------------------------------------------------ queries
+    @property
+    def queue_limit_bytes(self) -> int | None:
+        """Bytes each shaped NIC's queue holds (see ``buffer_bytes``); None unshaped."""
+        if self.bandwidth_bps is None:
+            return None
+        return tbf_params(self.bandwidth_bps, self.mtu, self.buffer_bytes)[1]
+
     def namespace(self, host: str) -> str:
         """Namespace name of ``host`` (``ps`` or ``w<k>``).
 
@@ -464,6 +608,8 @@ class Testbed:
                         file=sys.stderr,
                         flush=True,
                     )
+            if not self._created:
+                self._record.unlink(missing_ok=True)
         finally:
             self._closed = True
             self._closing = False
@@ -475,11 +621,7 @@ class Testbed:
 
     def _kill_leftovers(self, ns: str) -> None:
         """SIGKILL processes still inside ``ns`` (all were started in our namespace)."""
-        r = _run([self._ip, "netns", "pids", ns])
-        for tok in r.stdout.split():
-            if tok.isdigit() and int(tok) != os.getpid():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(tok), signal.SIGKILL)
+        _kill_in(self._ip, ns)
 
     def _list_namespaces(self) -> list[str]:
         r = _run([self._ip, "netns", "list"])

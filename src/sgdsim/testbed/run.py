@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import json
 import os
 import signal
@@ -25,22 +24,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgdsim.errors import SgdsimError
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
+from sgdsim.protocol import (
+    MeasurementError,
+    SteadyEstimate,
+    episode_train_s,
+    summarize,
+    window_start,
+)
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
-from sgdsim.testbed.protocol import episode_train_s
 
 #: TCP port of every task inside the testbed (each host has its own namespace).
 TESTBED_PORT = 2222
+__all__ = [
+    "MeasurementError",
+    "MeasurementResult",
+    "run_async_measurement",
+    "summarize",
+    "window_start",
+]
+
 #: Environment variables that would send gRPC through a proxy.
 _PROXY_VARS = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy")
-
-
-class MeasurementError(SgdsimError):
-    """A measurement failed: a process exited with an error, or the run timed out."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,9 @@ class MeasurementResult:
         start_offsets_s: (E, N) each episode's start offsets, seconds; empty
             without episodes (then ``steps_per_s_windows`` are sub-windows of
             one window, else one rate per episode).
+        steady: the batch-means estimate of a ``steady`` protocol run
+            (:func:`sgdsim.testbed.steady.run_steady_measurement`; then
+            ``steps_per_s_windows`` are the batch rates); None otherwise.
     """
 
     workers: int
@@ -86,6 +97,7 @@ class MeasurementResult:
     cpu_steal: float | None = None
     background_busy: float | None = None
     start_offsets_s: tuple[tuple[float, ...], ...] = ()
+    steady: SteadyEstimate | None = None
 
     @property
     def drops(self) -> int:
@@ -198,76 +210,6 @@ def background_busy(seconds: float = 1.0) -> float | None:
     return None if shares is None else shares[0]
 
 
-def window_start(
-    step_end_times: Sequence[Sequence[float]], warmup_s: float, warmup_steps: int
-) -> float:
-    """Start of the measurement window: ``warmup_s`` after the last worker's
-    ``warmup_steps``-th step end (its first with 0 or 1), in the times' unit.
-
-    Raises:
-        MeasurementError: a worker ended fewer steps than that.
-    """
-    k = max(warmup_steps, 1)
-    if any(len(t) < k for t in step_end_times):
-        raise MeasurementError(f"a worker finished before its {k} warm-up step(s)")
-    return max(t[k - 1] for t in step_end_times) + warmup_s
-
-
-def summarize(
-    step_end_times: Sequence[Sequence[float]],
-    warmup_s: float,
-    sub_windows: int = 4,
-    warmup_steps: int = 1,
-    start: float | None = None,
-) -> tuple[float, tuple[float, ...], float, tuple[float, ...]]:
-    """Rates over the common window of the workers' step end times (epoch seconds).
-
-    A worker is warm when its ``warmup_steps``-th step ended (its first step
-    end with ``warmup_steps`` = 0 or 1). The window starts ``warmup_s`` seconds
-    after the last worker is warm (or at ``start``, when given: the workers
-    started their timed steps together) and stops when the first worker's last
-    step ended. A worker's rate is the number of its steps that ended inside the
-    window after its first one there, divided by the time between its first and
-    last step end there (whole steps only, so a window that cuts a slow step
-    does not bias the rate by up to one step); a worker with fewer than two
-    step ends inside falls back to steps ended inside / window. The total is
-    the sum over workers.
-
-    Returns:
-        (total steps/s, per-worker steps/s, window in seconds, total steps/s per
-        sub-window; each sub-window's rate counts step ends inside it).
-
-    Raises:
-        MeasurementError: a worker ran no step or fewer than ``warmup_steps``, or
-            the window is empty.
-    """
-    if not step_end_times or any(len(t) == 0 for t in step_end_times):
-        raise MeasurementError("a worker finished without completing a single step")
-    if start is None:
-        start = window_start(step_end_times, warmup_s, warmup_steps)
-    end = min(t[-1] for t in step_end_times)
-    window = end - start
-    if window <= 0:
-        raise MeasurementError(
-            f"no common window after the warm-up ({warmup_steps} step(s) + {warmup_s:g} s) "
-            "in which every worker trained (workers started too far apart); raise duration_s"
-        )
-    per_list = []
-    for t in step_end_times:
-        inside = [x for x in t if start <= x <= end]
-        if len(inside) >= 2 and inside[-1] > inside[0]:
-            per_list.append((len(inside) - 1) / (inside[-1] - inside[0]))
-        else:
-            per_list.append(len(inside) / window)
-    per = tuple(per_list)
-    edges = [start + window * i / sub_windows for i in range(sub_windows + 1)]
-    sub = tuple(
-        sum(1 for t in step_end_times for x in t if lo < x <= hi) / (hi - lo)
-        for lo, hi in itertools.pairwise(edges)
-    )
-    return sum(per), per, window, sub
-
-
 def run_async_measurement(
     spec: ProfileSpec,
     workers: int,
@@ -284,6 +226,7 @@ def run_async_measurement(
     mtu: int = DEFAULT_MTU,
     queue: str = DEFAULT_QUEUE,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
+    buffer_bytes: int | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers and measure steps/s.
 
@@ -331,6 +274,8 @@ def run_async_measurement(
         mtu: MTU of the testbed's links in bytes (see :class:`~sgdsim.testbed.netns.Testbed`).
         queue: how each shaped NIC queues, ``"fair"`` or ``"fifo"`` (see
             :class:`~sgdsim.testbed.netns.Testbed`).
+        buffer_bytes: queue limit of every shaped NIC, bytes (None: the
+            testbed's default; see :class:`~sgdsim.testbed.netns.Testbed`).
         start_offsets_s: (E, N) seconds after each episode's common start at
             which each worker begins it; None: one episode, each worker going
             on from its warm-up at once (they start as their processes come up).
@@ -388,12 +333,14 @@ def run_async_measurement(
             addr = {h: f"127.0.0.1:{p}" for h, p in zip(names, ports, strict=True)}
             where = "loopback 127.0.0.1"
         else:
-            testbed = Testbed(workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue)
+            testbed = Testbed(
+                workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
+            )
             addr = {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}
             rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
             where = (
                 f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, "
-                f"MTU {mtu}, {queue} queue)"
+                f"MTU {mtu}, {queue} queue of {testbed.queue_limit_bytes} bytes)"
             )
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         log(

@@ -23,6 +23,12 @@ sleeps until ``start + offsets_s[task]`` and trains ``--duration`` seconds
 and at least ``--min-steps`` steps from there. Without them there is one
 episode, which starts right after the warm-up steps.
 
+With ``--progress`` the worker also appends every step end (epoch s, one per
+line, flushed) to that file as it goes, and with ``--stop`` it ends its
+episode after the step during which that file appeared: the steady-state
+protocol, where the parent decides from the step ends so far when the
+estimate has converged (:func:`sgdsim.protocol.steady_stop`).
+
 It then leaves with ``os._exit(0)`` (an in-process gRPC server cannot be stopped
 cleanly); exit code 1 on any error, 3 when ``--lifetime`` seconds ran out.
 """
@@ -40,7 +46,7 @@ from pathlib import Path
 
 from sgdsim.io import atomic_path
 from sgdsim.profiling.spec import ProfileSpec
-from sgdsim.testbed.protocol import episode_done
+from sgdsim.protocol import episode_done
 
 #: Seconds a non-chief worker waits for the chief to initialize the variables.
 INIT_WAIT_S = 120.0
@@ -63,6 +69,8 @@ def run_worker(
     go: Path | None = None,
     go_wait_s: float = INIT_WAIT_S,
     episodes: int = 1,
+    progress: Path | None = None,
+    stop: Path | None = None,
 ) -> int:
     """Train ``spec`` asynchronously as ``/job:worker/task:{task}``.
 
@@ -76,6 +84,10 @@ def run_worker(
     (``{"start": epoch s, "offsets_s": [...]}``), then start the episode's
     steps at ``start + offsets_s[task]``; each episode lasts ``duration_s``
     and at least ``min_steps`` steps.
+
+    ``progress``: file to which every step end (epoch s) is appended as a line
+    as soon as the step ends. ``stop``: the episode also ends after the step
+    during which this file appeared.
 
     Writes the step end times (epoch seconds) to ``out`` as JSON, atomically.
 
@@ -131,9 +143,16 @@ def run_worker(
         )
         ends: list[float] = []
         start = time.time()
+        feed = open(progress, "a", buffering=1) if progress is not None else None  # noqa: SIM115
+
+        def record(t: float) -> None:
+            if feed is not None:
+                feed.write(f"{t!r}\n")
+
         for _ in range(warmup_steps):
             sess.run(train_op)
             ends.append(time.time())
+            record(ends[-1])
         episode_ends: list[list[float]] = []
         for e in range(episodes if ready is not None and go is not None else 1):
             if ready is not None and go is not None:
@@ -144,11 +163,16 @@ def run_worker(
             while True:
                 sess.run(train_op)
                 mine.append(time.time())
-                if episode_done(mine, t0, duration_s, min_steps):
+                record(mine[-1])
+                if episode_done(mine, t0, duration_s, min_steps) or (
+                    stop is not None and stop.exists()
+                ):
                     break
             episode_ends.append(mine)
             ends.extend(mine)
         now = ends[-1]
+        if feed is not None:
+            feed.close()
     result = {
         "task": task,
         "host": platform.node(),
@@ -197,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ready", type=Path, default=None, help="file written after warm-up")
     p.add_argument("--go", type=Path, default=None, help="start file to wait for after warm-up")
     p.add_argument("--episodes", type=int, default=1, help="episodes (with --ready and --go)")
+    p.add_argument("--progress", type=Path, default=None, help="file to append step ends to")
+    p.add_argument("--stop", type=Path, default=None, help="stop after it appears")
     a = p.parse_args(argv)
     lifetime = a.lifetime if a.lifetime is not None else a.duration + 600.0
     timer = threading.Timer(lifetime, lambda: os._exit(3))
@@ -214,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             ready=a.ready,
             go=a.go,
             episodes=a.episodes,
+            progress=a.progress,
+            stop=a.stop,
         )
     except Exception as e:  # reported by the parent with the log
         log(f"task {a.task}: error: {type(e).__name__}: {e}")

@@ -90,6 +90,14 @@ def import_run_metadata(
     """
     if not traces:
         raise TraceError("import: give at least one RunMetadata file")
+    for p in traces:  # the parser's advice is the profile stage's; these are the user's files
+        if not Path(p).is_file():
+            raise TraceError(f"{p}: trace file not found; check the path given to sgdsim import")
+        if Path(p).stat().st_size == 0:
+            raise TraceError(
+                f"{p}: trace file is empty; take the trace again (RunOptions FULL_TRACE, "
+                "output_partition_graphs=True) and import that"
+            )
     mds = [load_run_metadata(p) for p in traces]
     meta: dict[str, Any] = {}
     if meta_path is not None:

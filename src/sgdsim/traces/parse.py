@@ -41,7 +41,7 @@ from sgdsim.errors import TraceError
 
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)*(?P<name>\S+) = (?P<type>[\w.]+)\((?P<args>.*)\)\s*$")
 _RECV = re.compile(r"(?P<tensor>edge_\d+_\S+) from (?P<src>\S+) to (?P<dst>\S+)")
-_SIZE = re.compile(r"^\[(?P<num>[\d.]+)(?P<unit>B|KB|MB|GB)\]")
+_SIZE = re.compile(r"^\[(?P<num>\d+(?:\.\d+)?)(?P<unit>B|KB|MB|GB)\]")
 _UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 
 OPS_SCHEMA: dict[str, Any] = {
@@ -108,8 +108,8 @@ def transfer_records(md: Any) -> tuple[int, int]:
     for g in md.partition_graphs:
         for nd in g.node:
             if nd.op in ("_Recv", "_HostRecv"):
-                snd = _TASK.match(nd.attr["send_device"].s.decode())
-                rcv = _TASK.match(nd.attr["recv_device"].s.decode())
+                snd = _TASK.match(nd.attr["send_device"].s.decode(errors="replace"))
+                rcv = _TASK.match(nd.attr["recv_device"].s.decode(errors="replace"))
                 if snd and rcv and snd.group(0) != rcv.group(0):
                     expected += 1
     recorded = sum(
@@ -178,16 +178,19 @@ def parse_step(md: Any, step: int, source: str = "<trace>") -> StepTables:
     """Turn one RunMetadata into op and transfer rows; times relative to the step's first event.
 
     Raises:
-        TraceError: a transfer label or partition graph cannot be read (names ``source``).
+        TraceError: a transfer label or partition graph cannot be read, or a
+            time, size or task number does not fit its column (names ``source``).
     """
     recv_of: dict[str, str] = {}
     send_src: dict[str, str] = {}
     for g in md.partition_graphs:
         for nd in g.node:
             if nd.op in ("_Recv", "_HostRecv"):
-                recv_of[nd.attr["tensor_name"].s.decode()] = nd.name
+                recv_of[nd.attr["tensor_name"].s.decode(errors="replace")] = nd.name
             elif nd.op in ("_Send", "_HostSend") and nd.input:
-                send_src[nd.attr["tensor_name"].s.decode()] = nd.input[0].split(":")[0].lstrip("^")
+                send_src[nd.attr["tensor_name"].s.decode(errors="replace")] = (
+                    nd.input[0].split(":")[0].lstrip("^")
+                )
     stats = [(d.device, ns) for d in md.step_stats.dev_stats for ns in d.node_stats]
     if not stats:
         raise TraceError(f"{source}: no node stats")
@@ -237,6 +240,12 @@ def parse_step(md: Any, step: int, source: str = "<trace>") -> StepTables:
         ops["start_us"].append(start)
         ops["dur_us"].append(dur)
         ops["inputs"].append(inputs)
-    return StepTables(
-        pl.DataFrame(ops, schema=OPS_SCHEMA), pl.DataFrame(tr, schema=TRANSFERS_SCHEMA)
-    )
+    try:
+        return StepTables(
+            pl.DataFrame(ops, schema=OPS_SCHEMA), pl.DataFrame(tr, schema=TRANSFERS_SCHEMA)
+        )
+    except (OverflowError, TypeError, pl.exceptions.PolarsError) as e:
+        raise TraceError(
+            f"{source}: a time, size or PS task number is out of range "
+            f"({str(e).strip().splitlines()[0]}); the trace is corrupt, take it again"
+        ) from e

@@ -1,11 +1,14 @@
-"""The protocol of a measured episode, shared by the measurement and its prediction.
+"""Simulating a validation point under the protocol it is measured with.
+
+The scoring itself (pure functions of step end times) lives in
+:mod:`sgdsim.protocol`, shared with the measurement.
 
 A validation point is measured in episodes (:func:`sgdsim.testbed.run_async_measurement`):
 every worker starts at its offset from a common start, trains
-:func:`episode_train_s` seconds and at least ``min_steps`` steps
-(:func:`episode_done`), and the episode's rate counts the whole steps that end
+:func:`~sgdsim.protocol.episode_train_s` seconds and at least ``min_steps`` steps
+(:func:`~sgdsim.protocol.episode_done`), and the episode's rate counts the whole steps that end
 inside the window from ``warmup_s`` after the last offset to the first
-worker's last step end (:func:`sgdsim.testbed.run.summarize`).
+worker's last step end (:func:`sgdsim.protocol.summarize`).
 
 :func:`simulate_episodes` runs the simulator under the same protocol and scores
 it with the same function, so a prediction and its measurement are the same
@@ -14,45 +17,33 @@ their start offsets towards the phase they settle in), and a window of a few
 seconds after a short warm-up holds part of that transient. Scoring the
 simulator's own steady state, or a fixed number of steps, would compare two
 different quantities.
+
+:func:`simulate_steady` predicts a point measured under the ``steady``
+protocol: it simulates until the same convergence rule
+(:func:`sgdsim.protocol.steady_stop`) holds and scores the run with it.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from sgdsim.protocol import (
+    SteadyEstimate,
+    SteadyRule,
+    episode_stop,
+    episode_train_s,
+    steady_stop,
+    summarize,
+)
 
-def episode_train_s(
-    warmup_s: float, duration_s: float, offsets_s: Sequence[Sequence[float]]
-) -> float:
-    """Seconds each worker trains in every episode, from its own start.
+__all__ = ["simulate_episodes", "simulate_steady"]
 
-    ``warmup_s + duration_s`` plus the largest start offset of all episodes, so
-    that every worker trains through the whole window of every episode.
-
-    Args:
-        warmup_s: seconds skipped after the last worker started (≥ 0).
-        duration_s: seconds of the window (> 0).
-        offsets_s: (E, N) start offsets of the episodes, seconds.
-    """
-    return warmup_s + duration_s + max((max(row) for row in offsets_s if len(row)), default=0.0)
-
-
-def episode_done(step_ends: Sequence[float], start: float, train_s: float, min_steps: int) -> bool:
-    """Whether a worker that started at ``start`` stops after its steps ending at
-    ``step_ends`` (seconds, ascending): it trained ``train_s`` seconds and at
-    least ``min_steps`` steps."""
-    return len(step_ends) >= max(min_steps, 1) and step_ends[-1] - start >= train_s
-
-
-def episode_stop(step_ends: Sequence[float], start: float, train_s: float, min_steps: int) -> int:
-    """Number of steps after which :func:`episode_done` first holds, or -1 if it never does."""
-    k = max(min_steps, 1) - 1
-    i = bisect.bisect_left(step_ends, start + train_s, lo=min(k, len(step_ends)))
-    return i + 1 if i < len(step_ends) else -1
+#: Doublings of a steady-state simulation's length before giving up (each run
+#: reaches twice as far; ``SteadyRule.max_s`` ends every run long before).
+MAX_DOUBLINGS = 24
 
 
 def simulate_episodes(
@@ -73,8 +64,9 @@ def simulate_episodes(
     For each row of ``start_offsets_s`` one run of
     :func:`sgdsim.simulation.simulate_async` starts the workers at those
     offsets (seconds from the episode's start); each worker keeps the steps up
-    to where it would stop (:func:`episode_done` with :func:`episode_train_s`),
-    and the episode's steps/s is :func:`sgdsim.testbed.run.summarize` from
+    to where it would stop (:func:`~sgdsim.protocol.episode_done` with
+    :func:`~sgdsim.protocol.episode_train_s`),
+    and the episode's steps/s is :func:`sgdsim.protocol.summarize` from
     ``warmup_s`` after the row's last offset. A run is lengthened (doubled)
     until every worker reaches its stop.
 
@@ -100,7 +92,6 @@ def simulate_episodes(
     import numpy as np
 
     from sgdsim.simulation.async_ps import simulate_async, single_step_estimate
-    from sgdsim.testbed.run import summarize
 
     rows = [list(map(float, r)) for r in start_offsets_s]
     if not rows:
@@ -142,4 +133,77 @@ def simulate_episodes(
         replications=len(runs),
         steps_per_s_std=statistics.stdev(rates) if len(rates) > 1 else 0.0,
         **means,
+    )
+
+
+def simulate_steady(
+    workload: Any,
+    network: Any,
+    workers: int,
+    rule: SteadyRule,
+    policy: str = "tf_default",
+    seed: int = 0,
+    estimate: list[SteadyEstimate] | None = None,
+    step_log: list[list[float]] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Simulate one validation point under the ``steady`` protocol, scored as
+    the measurement scores it.
+
+    One run of :func:`sgdsim.simulation.simulate_async` with the simulator's
+    own seeded start phases (the testbed's workers start when their processes
+    come up, so their phases are not chosen either), lengthened (doubled, from
+    the contention-free step time :func:`~sgdsim.simulation.async_ps.single_step_estimate`)
+    until :func:`sgdsim.protocol.steady_stop` decides on its step ends: at
+    the first window that converges, or at ``rule.max_s``.
+
+    Args:
+        workload, network, workers, policy, seed: as for ``simulate_async``.
+        rule: the measurement's protocol parameters.
+        estimate: if given, receives the :class:`~sgdsim.protocol.SteadyEstimate`
+            (half-width, batch rates, window, whether it converged).
+        step_log: if given, receives each worker's simulated step ends (s).
+        kwargs: further arguments of ``simulate_async`` (placement, policy sizes,
+            pull gap, ...).
+
+    Returns:
+        An :class:`~sgdsim.simulation.async_ps.AsyncResult` whose ``steps_per_s``
+        and ``samples_per_s`` are the estimate's (``steps_per_s_std`` 0,
+        ``replications`` 1); its other metrics cover the whole simulated run.
+
+    Raises:
+        ValueError: any error of ``simulate_async``, or no decision after
+            :data:`MAX_DOUBLINGS` doublings (a run whose steps never end).
+    """
+    import dataclasses
+
+    from sgdsim.simulation.async_ps import simulate_async, single_step_estimate
+
+    t1 = single_step_estimate(workload, network)
+    reach = rule.settle_s + max(rule.min_steps * t1, 10 * rule.check_every_s)
+    steps = rule.warmup_steps + max(rule.min_steps, math.ceil(reach / t1)) + 2
+    for _ in range(MAX_DOUBLINGS):
+        log: list[list[float]] = []
+        r = simulate_async(
+            workload, network, workers, steps, rule.warmup_steps, policy, seed,
+            step_log=log, **kwargs,
+        )  # fmt: skip
+        est = steady_stop(log, rule)
+        if est is not None:
+            break
+        steps *= 2
+    else:
+        raise ValueError(
+            f"the steady-state simulation did not reach a decision in {steps} steps per worker"
+        )
+    if estimate is not None:
+        estimate.append(est)
+    if step_log is not None:
+        step_log.extend(log)
+    return dataclasses.replace(
+        r,
+        steps_per_s=est.steps_per_s,
+        samples_per_s=est.steps_per_s * workload.batch_size,
+        steps_per_s_std=0.0,
+        replications=1,
     )

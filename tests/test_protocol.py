@@ -1,0 +1,147 @@
+"""The steady-state scoring rule (sgdsim.protocol) on synthetic step-end series, by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from sgdsim.protocol import (
+    SteadyRule,
+    batch_means_half_width,
+    completed_steps,
+    steady_estimate,
+    steady_stop,
+    steady_window_start,
+)
+
+#: Student's t quantiles t_{df, 0.975} from a printed table (Law and Kelton,
+#: Simulation Modeling and Analysis, 3rd ed., Table T.1), 4 significant digits.
+T_975 = {1: 12.706, 3: 3.182, 9: 2.262}
+
+
+def test_protocol_module_imports_no_testbed_and_no_tensorflow():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sgdsim.protocol; "
+        "bad = [m for m in sys.modules if m.startswith(('sgdsim.testbed', 'tensorflow'))]; "
+        "print(bad); sys.exit(bool(bad))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_batch_means_half_width_by_hand():
+    # batch means 1, 2, 3, 4: mean 2.5, S^2 = (2.25 + 0.25 + 0.25 + 2.25) / 3 = 5/3,
+    # half-width = t_{3,0.975} * sqrt(S^2 / 4) = 3.182 * 0.6455 = 2.054
+    assert batch_means_half_width([1, 2, 3, 4], 0.95) == pytest.approx(
+        T_975[3] * np.sqrt(5 / 3 / 4), rel=2e-4
+    )
+    assert batch_means_half_width([7.0] * 10, 0.95) == 0.0
+    with pytest.raises(ValueError, match="at least 2"):
+        batch_means_half_width([1.0], 0.95)
+
+
+def test_completed_steps_counts_the_share_of_the_step_in_progress():
+    ends = [1.0, 2.5, 5.0]
+    got = completed_steps(ends, np.array([1.0, 2.0, 2.5, 3.0, 5.0]))
+    # 1 step done at 1.0; 2/3 of the second (1.0 -> 2.5) at 2.0; 0.5/2.5 of the third at 3.0
+    assert got.tolist() == pytest.approx([1.0, 1 + 1 / 1.5, 2.0, 2.2, 3.0])
+
+
+def test_steady_estimate_batch_means_by_hand():
+    # worker A ends a step every second, B at 1, 2.5 and 5 s. One warm-up step,
+    # no settling: the window is [1, 5] (A's and B's first step end at 1, and
+    # both last end at 5). Two batches [1, 3] and [3, 5]: A completes 2 steps
+    # in each; B completes 1.2 then 0.8 (at 3 s it is 0.5 / 2.5 into its third
+    # step); batch rates (2 + 1.2) / 2 = 1.6 and (2 + 0.8) / 2 = 1.4 steps/s.
+    ends = [[1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.5, 5.0]]
+    rule = SteadyRule(warmup_steps=1, settle_s=0.0, min_steps=2, batches=2, max_s=10.0)
+    est = steady_estimate(ends, rule)
+    assert est is not None
+    assert (est.start, est.end, est.window_s) == (1.0, 5.0, 4.0)
+    assert est.batch_steps_per_s == pytest.approx((1.6, 1.4))
+    # mean 1.5 = all 6 steps in the 4 s window; S^2 = 0.1^2 + 0.1^2 = 0.02 (b - 1 = 1)
+    assert est.steps_per_s == pytest.approx(1.5)
+    assert est.half_width == pytest.approx(T_975[1] * np.sqrt(0.02 / 2), rel=1e-4)
+    assert est.rel_half_width == pytest.approx(est.half_width / 1.5)
+    assert est.per_worker_steps_per_s == pytest.approx((1.0, 0.5))
+    assert est.steps == (4, 2)  # step ends inside (1, 5]
+    assert not est.converged  # ±85 % is far from ±3 %
+
+
+def test_window_waits_for_every_worker_warm_up_and_the_settle_period():
+    ends = [[0.5, 1.0, 1.5, 2.0, 2.5, 3.0], [0.9, 2.1, 2.4, 3.2]]
+    rule = SteadyRule(warmup_steps=2, settle_s=0.25, batches=2)
+    # B is warm last (its 2nd step ends at 2.1); A's last step end closes the window
+    assert steady_window_start(ends, rule) == 2.1 + 0.25
+    est = steady_estimate(ends, rule)
+    assert est is not None and (est.start, est.end) == (2.35, 3.0)
+    assert steady_window_start([[0.5, 1.0], [0.9]], rule) is None  # B not warm yet
+    assert steady_estimate([e[:4] for e in ends], rule) is None  # A stops at 2.0: no window
+    with pytest.raises(ValueError, match="after a worker's last step end"):
+        steady_estimate(ends, rule, end=3.1)
+
+
+def test_a_steady_series_converges_at_the_first_check_with_enough_steps():
+    # A ends a step every 0.25 s, B every 0.375 s (exact binary fractions). One
+    # warm-up step, no settling: the window starts at 0.375. Every batch holds
+    # exactly 4 + 1/0.375 steps/s, so the half-width is 0 and the rule waits only
+    # for 30 step ends of B in (0.375, 0.375 + k]: floor(k / 0.375) >= 30 first
+    # at k = 12 s (k = 11 gives 29).
+    ends = [[0.25 * i for i in range(1, 200)], [0.375 * i for i in range(1, 200)]]
+    rule = SteadyRule(warmup_steps=1, settle_s=0.0, min_steps=30, check_every_s=1.0, max_s=60)
+    est = steady_stop(ends, rule)
+    assert est is not None and est.converged
+    assert est.start == 0.375 and est.end == 0.375 + 12
+    assert est.steps == (48, 32)
+    assert est.steps_per_s == pytest.approx(4 + 1 / 0.375)
+    assert est.half_width == pytest.approx(0.0, abs=1e-9)
+    at_11 = steady_estimate(ends, rule, end=0.375 + 11)
+    assert at_11 is not None and at_11.steps[1] == 29 and not at_11.converged
+    # the decision does not depend on what happens after it (live check == final score)
+    cut = [[t for t in e if t <= est.end + 0.5] for e in ends]
+    assert steady_stop(cut, rule) == est
+    # before the data reach the deciding window, nothing is decided yet
+    assert steady_stop([[t for t in e if t <= 12.0] for e in ends], rule) is None
+
+
+def bursty(cycles: int) -> list[float]:
+    """Ten 0.1 s steps, then one 3 s step, repeated: a 4 s cycle of 11 steps."""
+    t, out = 0.0, []
+    for _ in range(cycles):
+        for _ in range(10):
+            t += 0.1
+            out.append(round(t, 9))
+        t += 3.0
+        out.append(round(t, 9))
+    return out
+
+
+def test_a_bursty_series_does_not_converge_within_the_bound():
+    # 10 batches of a 20 s window are 2 s long: each holds either most of a
+    # burst of ten quick steps or mostly the 3 s step, so the batch rates swing
+    # between about 0.33 and 5 steps/s and the half-width stays far above 3 %.
+    ends = [bursty(20)]
+    rule = SteadyRule(warmup_steps=1, settle_s=0.0, min_steps=5, max_s=20.0, check_every_s=1.0)
+    est = steady_stop(ends, rule)
+    assert est is not None and not est.converged
+    assert est.end == pytest.approx(est.start + 20.0)
+    assert est.rel_half_width > 0.1
+    assert max(est.batch_steps_per_s) > 3 * min(est.batch_steps_per_s)
+    # with a bound beyond the data (32 s), no decision yet: the run would go on
+    assert steady_stop([bursty(8)], dataclasses.replace(rule, max_s=200.0)) is None
+    # the same cycle measured long enough, in batches of whole cycles, converges
+    long = dataclasses.replace(rule, max_s=2000.0, batches=10, check_every_s=40.0)
+    done = steady_stop([bursty(600)], long)
+    assert done is not None and done.converged
+    assert done.steps_per_s == pytest.approx(11 / 4.0, rel=0.03)
+
+
+def test_rule_rejects_bad_parameters():
+    for bad in ({"batches": 1}, {"confidence": 1.0}, {"rel_half_width": 0}, {"warmup_steps": 0}):
+        with pytest.raises(ValueError, match="SteadyRule needs"):
+            SteadyRule(**bad)  # type: ignore[arg-type]

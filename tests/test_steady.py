@@ -1,0 +1,182 @@
+"""The steady-state protocol end to end: the testbed's runner, its prediction, the queue buffer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from test_testbed import child_processes, lenet, one_tensor_workload, testbed_ok
+
+from sgdsim.protocol import SteadyRule, steady_stop
+from sgdsim.testbed import Testbed
+from sgdsim.testbed.netns import tbf_params
+
+__all__ = ["testbed_ok"]  # the fixture, used by name
+
+
+# ----------------------------------------------------------------- prediction
+
+
+def test_simulated_steady_state_of_a_compute_bound_worker_by_hand():
+    from sgdsim.simulation import Network
+    from sgdsim.simulation.protocols import simulate_steady
+
+    # one worker, 0.1 s compute, 1 kB each way on a 1 TB/s NIC: a step every 0.1 s,
+    # so every batch holds 10 steps/s; the rule waits only for 30 steps in the window
+    w = one_tensor_workload(0.1, 1e3, 0.0)
+    rule = SteadyRule(warmup_steps=2, settle_s=0.5, min_steps=30, check_every_s=0.5, max_s=60)
+    est: list = []
+    log: list[list[float]] = []
+    r = simulate_steady(w, Network(1e12, 0.0), 1, rule, estimate=est, step_log=log)
+    (e,) = est
+    assert e.converged and min(e.steps) >= 30
+    assert r.steps_per_s == pytest.approx(10.0, rel=1e-3) == e.steps_per_s
+    assert e.rel_half_width < 1e-3
+    # the window: 0.5 s after the 2nd step end, up to the first check with 30 steps
+    assert e.start == pytest.approx(log[0][1] + 0.5)
+    assert e.window_s == pytest.approx(3.0)  # 30 steps of 0.1 s need 3.0 s, a multiple of 0.5
+    assert steady_stop(log, rule) == e  # the same rule on the same step ends
+
+
+def test_simulated_steady_state_runs_until_the_rule_decides():
+    from sgdsim.simulation import Network
+    from sgdsim.simulation.protocols import simulate_steady
+
+    # communication-bound, two workers: the run is lengthened until the rule decides
+    w = one_tensor_workload(0.01, 1e6, 0.0)
+    rule = SteadyRule(warmup_steps=3, settle_s=1.0, min_steps=30, max_s=120)
+    est: list = []
+    log: list[list[float]] = []
+    r = simulate_steady(w, Network(1e7, 0.0), 2, rule, seed=3, estimate=est, step_log=log)
+    (e,) = est
+    assert steady_stop(log, rule) == e
+    assert e.converged == (min(e.steps) >= 30 and e.rel_half_width <= 0.03)
+    assert e.converged or e.window_s == pytest.approx(120)
+    # at most 10 MB/s each way, 1 MB per step: 10 steps/s of all workers at most
+    assert 0 < r.steps_per_s <= 10.0 * 1.001
+    again = simulate_steady(w, Network(1e7, 0.0), 2, rule, seed=3)
+    assert again.steps_per_s == r.steps_per_s  # deterministic
+
+
+# ----------------------------------------------------------------- queue buffer
+
+
+def test_buffer_bytes_sets_every_shaped_queue_limit(testbed_ok):
+    assert tbf_params(100e6, 1500, 20_000)[1] == 20_000
+    assert tbf_params(100e6, 1500)[1] == 625_000  # default: 50 ms at 12.5 MB/s
+    with pytest.raises(ValueError, match="one frame"):
+        tbf_params(100e6, 1500, 1000)
+    burst = tbf_params(100e6, 1500)[0]
+    for queue in ("fifo", "fair"):
+        with Testbed(1, bandwidth_bps=100e6, mtu=1500, queue=queue, buffer_bytes=20_000) as tb:
+            assert tb.queue_limit_bytes == 20_000
+            for ns, dev in ((tb.namespace("w0"), "eth0"), (tb.bridge_namespace, "vps")):
+                show = ["tc", "-n", ns, "-j", "qdisc", "show", "dev", dev]
+                qs = json.loads(subprocess.run(show, capture_output=True, text=True).stdout)
+                if queue == "fifo":  # tc shows tbf's limit as the latency it adds
+                    (tbf,) = [q for q in qs if q["kind"] == "tbf"]
+                    lat_us = (20_000 - burst) / 12.5e6 * 1e6
+                    assert tbf["options"]["lat"] == pytest.approx(lat_us, abs=1), qs
+                else:  # one bfifo per class: small packets, the rest, the peer
+                    limits = [q["options"]["limit"] for q in qs if q["kind"] == "bfifo"]
+                    assert limits == [20_000] * 3, qs
+
+
+# ----------------------------------------------------------------- measurement
+
+
+@pytest.mark.slow
+def test_steady_measurement_stops_when_converged_and_keeps_every_step_end(testbed_ok):
+    from sgdsim.testbed import run_steady_measurement
+
+    rule = SteadyRule(warmup_steps=3, settle_s=1.0, min_steps=30, max_s=40, batches=10)
+    r = run_steady_measurement(
+        lenet(), 2, 100e6, rule=rule, mtu=1500, queue="fifo", buffer_bytes=30_000
+    )
+    e = r.steady
+    assert e is not None
+    print(r.steps_per_s, e)
+    # every step end of both workers is kept, warm-up and settling before the window
+    assert len(r.step_end_times) == 2
+    for ends in r.step_end_times:
+        assert list(ends) == sorted(ends)
+        assert sum(t < 0 for t in ends) >= 3
+    # scored by the pure rule from the recorded step ends
+    again = steady_stop([[t + e.start for t in ends] for ends in r.step_end_times], rule)
+    assert again is not None and again.steps_per_s == pytest.approx(e.steps_per_s)
+    assert r.steps_per_s == e.steps_per_s and len(r.steps_per_s_windows) == 10
+    assert e.window_s <= 40 + 1e-6
+    if e.converged:  # stopped early: shortly after the deciding window
+        assert min(e.steps) >= 30 and e.rel_half_width <= 0.03
+        assert max(max(t) for t in r.step_end_times) < e.window_s + 10
+    else:
+        assert e.window_s == pytest.approx(40)
+    # (namespaces: other testbeds on this machine may come and go meanwhile, so
+    # only this process's own children are checked; Testbed's cleanup has its tests)
+    assert child_processes() == []
+
+
+# ----------------------------------------------------------------- pipeline
+
+
+@pytest.mark.slow
+def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet_profile, tmp_path):
+    import duckdb
+    import yaml
+    from conftest import ROOT
+
+    from sgdsim.pipeline.grid import publish_stage
+    from sgdsim.pipeline.validation import measure_stage, predict_testbed_stage
+    from sgdsim.traces import normalize_profile
+
+    tables, workload = tmp_path / "tables", tmp_path / "w.json"
+    normalize_profile(lenet_profile, tables, workload)
+    config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    config["validation"] |= {
+        "protocol": "steady",
+        "queue": "fifo",
+        "mtu": 1500,
+        "buffer_bytes": 40_000,
+        "steady": {"settle_s": 1, "min_steps": 20, "max_s": 15, "batches": 10},
+    }
+    point = {"hardware": "cpu", "model": "LeNet5", "network": "100Mbps", "policy": "tf_default"}
+    for n in (1, 2):
+        wc = point | {"workers": str(n)}
+        measure_stage(config, str(workload), str(tables), str(tmp_path / f"m{n}.parquet"), wc)
+        predict_testbed_stage(
+            config, str(workload), str(tables), str(tmp_path / f"p{n}.parquet"), wc
+        )
+    db = tmp_path / "s.duckdb"
+    publish_stage(
+        str(db), [str(tables)], [], config,
+        measurement_files=[str(tmp_path / f"m{n}.parquet") for n in (1, 2)],
+        testbed_prediction_files=[str(tmp_path / f"p{n}.parquet") for n in (1, 2)],
+    )  # fmt: skip
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute(
+        "SELECT workers, protocol, queue, buffer_bytes, mtu, converged, steps_per_s, "
+        "rel_half_width, len(steps_per_s_windows), len(step_end_times), steps_in_window, "
+        "window_s FROM measurements ORDER BY workers"
+    ).fetchall()
+    for n, (w, proto, queue, buf, mtu, conv, rate, rel, b, workers, steps, window) in zip(
+        (1, 2), rows, strict=True
+    ):
+        assert (w, proto, queue, buf, mtu, b, workers) == (n, "steady", "fifo", 40_000, 1500, 10, n)
+        assert rate > 0 and window <= 15 + 1e-6 and len(steps) == n
+        assert conv == (min(steps) >= 20 and rel <= 0.03)
+    pred = con.execute(
+        "SELECT workers, protocol, converged, steps_per_s, len(step_end_times), window_s "
+        "FROM testbed_predictions ORDER BY workers"
+    ).fetchall()
+    assert [(r[0], r[1], r[4]) for r in pred] == [(1, "steady", 1), (2, "steady", 2)]
+    assert all(r[3] > 0 and r[5] <= 15 + 1e-6 for r in pred)
+    # the stored step ends are what the rule scored: rescoring them gives the same rate
+    ends, rate = con.execute(
+        "SELECT step_end_times, sim_steps_per_s FROM testbed_predictions WHERE workers = 2"
+    ).fetchone()
+    rule = SteadyRule(warmup_steps=3, settle_s=1, min_steps=20, max_s=15)
+    again = steady_stop(ends, rule)
+    assert again is not None and again.start == pytest.approx(0.0, abs=1e-9)
+    assert again.steps_per_s == pytest.approx(rate, rel=1e-9)
+    assert con.execute("SELECT count(*) FROM validation").fetchone()[0] == 2
