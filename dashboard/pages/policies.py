@@ -15,7 +15,7 @@ from dashboard.figures import mode_figure, policy_figure
 from dashboard.ui import control, dropdown, register_url_sync, url_sync
 
 dash.register_page(
-    __name__, path="/policies", name="Policies and modes", title="sgdsim: policies", order=3
+    __name__, path="/policies", name="Policies", title="sgdsim: policies and modes", order=3
 )
 
 
