@@ -43,10 +43,7 @@ def _layout() -> html.Div:
             html.H1("sgdsim: distributed SGD throughput predictions"),
             html.Div(_status(_store_message(store_problem())), id=STATUS_ID, role="alert"),
             html.Nav(
-                [
-                    dash.dcc.Link(p["name"], href=p["relative_path"])
-                    for p in dash.page_registry.values()
-                ]
+                [dash.dcc.Location(id="app-url"), html.Div(nav_links("/"), id="app-nav")],
             ),
             dash.page_container,
         ],
@@ -89,6 +86,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sgdsim dashboard on http://127.0.0.1:{a.port}/ (store {a.db}, read-only)", flush=True)
     app.run(host="127.0.0.1", port=a.port, debug=False)
     return 0
+
+
+def nav_links(pathname: str | None) -> list[dash.dcc.Link]:
+    """One link per page in page order; the current page's has class ``active``."""
+    return [
+        dash.dcc.Link(
+            p["name"],
+            href=p["relative_path"],
+            className="active" if p["relative_path"] == (pathname or "/") else "",
+        )
+        for p in dash.page_registry.values()
+    ]
+
+
+@dash.callback(dash.Output("app-nav", "children"), dash.Input("app-url", "pathname"))
+def _mark_current_page(pathname: str | None) -> list[dash.dcc.Link]:
+    return nav_links(pathname)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import polars as pl
 
@@ -35,19 +39,49 @@ def store_problem(path: str | None = None) -> str | None:
 
 
 def fetch(sql: str, params: list[Any] | None = None) -> pl.DataFrame:
-    """Run ``sql`` on a fresh read-only connection; return a polars DataFrame."""
-    con = connect_read_only(db_path())
+    """Rows of ``sql`` on the store, read-only, as a polars DataFrame.
+
+    Answers are cached per store file and modification time (publish replaces
+    the file, so a new store is read afresh); list parameters count by value.
+
+    Raises:
+        FileNotFoundError: no store at :func:`db_path`.
+    """
+    path = db_path()
+    mtime = Path(path).stat().st_mtime_ns if Path(path).is_file() else 0
+    key = tuple(tuple(p) if isinstance(p, list) else p for p in params or [])
+    return _fetch(path, mtime, sql, key)
+
+
+@functools.lru_cache(maxsize=512)
+def _fetch(path: str, _mtime: int, sql: str, params: tuple[Any, ...]) -> pl.DataFrame:
+    con = connect_read_only(path)
     try:
-        cur = con.execute(sql, params or [])
+        cur = con.execute(sql, [list(p) if isinstance(p, tuple) else p for p in params])
         cols = [d[0] for d in cur.description or []]
-        return pl.DataFrame(cur.fetchall(), schema=cols, orient="row")
+        return pl.DataFrame(cur.fetchall(), schema=cols, orient="row", infer_schema_length=None)
     finally:
         con.close()
 
 
+def has_table(name: str) -> bool:
+    """Whether the store has a table or view ``name`` (older stores lack newer ones)."""
+    return (
+        fetch("SELECT count(*) AS n FROM information_schema.tables WHERE table_name = ?", [name])[
+            "n"
+        ][0]
+        > 0
+    )
+
+
+def distinct(column: str, table: str = "predictions") -> list[str]:
+    """Sorted distinct values of ``column`` in ``table`` (names from this module only)."""
+    return fetch(f"SELECT DISTINCT {column} AS v FROM {table} ORDER BY v")["v"].to_list()
+
+
 def model_names() -> list[str]:
     """Models with predictions, sorted."""
-    return fetch("SELECT DISTINCT model FROM predictions ORDER BY model")["model"].to_list()
+    return distinct("model")
 
 
 def network_names() -> list[str]:
@@ -55,3 +89,61 @@ def network_names() -> list[str]:
     return fetch(
         "SELECT network, min(bandwidth_bps) AS b FROM predictions GROUP BY network ORDER BY b"
     )["network"].to_list()
+
+
+def prices() -> tuple[dict[tuple[str, str], float], str]:
+    """``(kind, name) -> price per node-hour`` from table ``prices`` and its currency
+    (empty and ``''`` when nothing is priced or the store predates the table)."""
+    if not has_table("prices"):
+        return {}, ""
+    df = fetch("SELECT kind, name, per_node_hour, currency FROM prices")
+    cur = df["currency"][0] if df.height else ""
+    return {(k, n): float(p) for k, n, p, _ in df.iter_rows()}, cur
+
+
+def traces_dir() -> Path:
+    """Directory of the synthetic Chrome traces next to the store (``results/chrome_traces``)."""
+    return Path(db_path()).resolve().parent / "chrome_traces"
+
+
+def trace_files() -> list[str]:
+    """Chrome trace files under :func:`traces_dir`, as sorted relative POSIX paths."""
+    base = traces_dir()
+    if not base.is_dir():
+        return []
+    return sorted(
+        p.relative_to(base).as_posix()
+        for p in base.rglob("*.json")
+        if not any(part.startswith(".") for part in p.relative_to(base).parts)
+    )
+
+
+def trace_path(rel: str) -> Path:
+    """Absolute path of the trace ``rel`` (one of :func:`trace_files`).
+
+    Raises:
+        ValueError: ``rel`` is not a listed trace (keeps requests inside the directory).
+    """
+    if rel not in trace_files():
+        raise ValueError(f"{rel!r} is not a trace under {traces_dir()}")
+    return traces_dir() / rel
+
+
+def pick(value: Any, options: Sequence[str], default: str | None = None) -> str | None:
+    """``value`` if it is one of ``options``, else ``default`` if it is, else the first
+    option (None without options): a URL's query may name anything."""
+    if isinstance(value, str) and value in options:
+        return value
+    if default in options:
+        return default
+    return options[0] if options else None
+
+
+def search(**params: Any) -> str:
+    """URL query string of the non-empty ``params`` (lists joined by commas)."""
+    clean = {
+        k: ",".join(v) if isinstance(v, list | tuple) else v
+        for k, v in params.items()
+        if v not in (None, "", [])
+    }
+    return "?" + urlencode(clean) if clean else ""

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 import polars as pl
+
+from dashboard.analysis import NEAR_PEAK, best_index, bottleneck, finite, with_band
 
 METRICS = {
     "samples_per_s": "Throughput (samples/s, all workers)",
@@ -13,77 +21,603 @@ METRICS = {
     "efficiency": "Parallel efficiency",
 }
 
+PALETTE = plotly.colors.qualitative.D3
+#: Colours of the timeline's span kinds.
+KIND_COLORS = {
+    "compute": "#2ca02c",
+    "pull": "#1f77b4",
+    "push": "#ff7f0e",
+    "update": "#9467bd",
+    "waiting": "#c7c7c7",
+}
+_LOG2_TICK = math.log10(2)
+#: Shortest idle time drawn as waiting on the timeline (shorter: rounding of µs times).
+GAP_S = 1e-7
+_BASE_LAYOUT: dict[str, Any] = {
+    "template": "plotly_white",
+    "margin": {"t": 60, "l": 70, "r": 20},
+    "showlegend": True,
+}
 
-def scaling_figure(df: pl.DataFrame, model: str, metric: str = "samples_per_s") -> go.Figure:
-    """Throughput against workers for one model, one line per network.
+
+def colors_for(names: Sequence[str]) -> dict[str, str]:
+    """A colour per name, by its position in ``names`` (give every name the store
+    holds, so a line keeps its colour when others are hidden)."""
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+
+
+def empty_figure(message: str, title: str = "") -> go.Figure:
+    """A figure with no axes that says ``message`` in its middle."""
+    fig = go.Figure()
+    fig.update_layout(
+        title=title,
+        xaxis={"visible": False},
+        yaxis={"visible": False},
+        annotations=[
+            {
+                "text": message,
+                "showarrow": False,
+                "font": {"size": 16},
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+            }
+        ],
+        template="plotly_white",
+        meta={"empty": message},
+    )
+    return fig
+
+
+def _rgba(color: str, alpha: float) -> str:
+    r, g, b = plotly.colors.hex_to_rgb(color)
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def scaling_figure(
+    df: pl.DataFrame,
+    title: str,
+    metric: str = "samples_per_s",
+    colors: dict[str, str] | None = None,
+    log_y: bool = False,
+) -> go.Figure:
+    """Throughput against workers for one curve per network, with ideal scaling,
+    the uncertainty band and the best N of each network marked.
 
     Args:
-        df: rows of the ``scaling`` view (columns network, bandwidth_bps, workers, metric).
-        model: model name, for the title.
+        df: ``scaling`` rows joined with the prediction's ``batch_size``,
+            ``steps_per_s_std`` (optional ``steps_per_s_lo`` / ``_hi``) and the
+            bottleneck columns, for one model, hardware, mode and policy
+            (columns network, bandwidth_bps, workers, steps_per_s, samples_per_s,
+            speedup, efficiency).
+        title: what the curves are of (model, hardware, mode, policy).
         metric: a key of :data:`METRICS`.
+        colors: network -> colour (default: by bandwidth order in ``df``).
+        log_y: logarithmic throughput axis (ideal scaling is then a straight line);
+            else linear from zero, cut at 1.15 × the highest prediction or band
+            edge so the ideal lines do not squash the curves.
+
+    Returns:
+        Traces per network in order of bandwidth: band (two traces, when the
+        spread is known), the line (named after the network), the ideal line;
+        then one ``best N`` marker trace. An empty figure with a message when
+        ``df`` has no rows.
 
     Raises:
         ValueError: unknown metric.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    if df.is_empty():
+        return empty_figure("No network selected, or no predictions for this selection.", title)
+    nets = df.select("network", "bandwidth_bps").unique().sort("bandwidth_bps")["network"]
+    colors = colors or colors_for(nets.to_list())
+    df = with_band(df, metric)
     fig = go.Figure()
-    nets = df.select("network", "bandwidth_bps").unique().sort("bandwidth_bps")
-    for net in nets["network"].to_list():
+    best_x: list[int] = []
+    best_y: list[float] = []
+    best_c: list[str] = []
+    best_text: list[str] = []
+    for net in nets.to_list():
         d = df.filter(pl.col("network") == net).sort("workers")
+        c = colors.get(net, PALETTE[0])
+        x = d["workers"].to_list()
+        if "band_lo" in d.columns:
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=d["band_hi"].to_list(),
+                    mode="lines",
+                    line={"width": 0},
+                    legendgroup=net,
+                    showlegend=False,
+                    hoverinfo="skip",
+                    name=f"{net} band",
+                )
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=d["band_lo"].to_list(),
+                    mode="lines",
+                    line={"width": 0},
+                    fill="tonexty",
+                    fillcolor=_rgba(c, 0.18),
+                    legendgroup=net,
+                    showlegend=False,
+                    hoverinfo="skip",
+                    name=f"{net} band",
+                )
+            )
+        per_worker = (d["steps_per_s"] / d["workers"]).to_list()
+        custom = [
+            [finite(s), finite(w), finite(e)]
+            for s, w, e in zip(d["samples_per_s"], per_worker, d["efficiency"], strict=True)
+        ]
         fig.add_trace(
             go.Scatter(
-                x=d["workers"].to_list(),
+                x=x,
                 y=d[metric].to_list(),
                 mode="lines+markers",
                 name=net,
-                hovertemplate="N=%{x}<br>%{y:.3g}<extra>" + net + "</extra>",
+                legendgroup=net,
+                line={"color": c},
+                marker={"color": c},
+                customdata=custom,
+                hovertemplate=(
+                    f"<b>{net}</b>: %{{customdata[0]:,.4g}} samples/s · "
+                    "%{customdata[1]:.3g} steps/s per worker · "
+                    "efficiency %{customdata[2]:.0%}<extra></extra>"
+                ),
             )
         )
+        if metric in ("samples_per_s", "steps_per_s"):
+            one = d.filter(pl.col("workers") == 1)
+            if one.height:
+                fig.add_trace(
+                    go.Scatter(
+                        x=x,
+                        y=[one[metric][0] * n for n in x],
+                        mode="lines",
+                        line={"color": c, "dash": "dot", "width": 1},
+                        name=f"{net} ideal",
+                        legendgroup=net,
+                        showlegend=False,
+                        hoverinfo="skip",
+                    )
+                )
+        if d.height:
+            row = d.row(best_index(d["samples_per_s"].to_list()), named=True)
+            best_x.append(int(row["workers"]))
+            best_y.append(float(row[metric]))
+            best_c.append(c)
+            where = f" ({bottleneck(row)})" if "ps_down_util" in row else ""
+            best_text.append(f"{net}: best N = {row['workers']}{where}")
+    if metric in ("speedup", "efficiency"):
+        xs = sorted(set(df["workers"].to_list()))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[float(n) if metric == "speedup" else 1.0 for n in xs],
+                mode="lines",
+                line={"color": "#7f7f7f", "dash": "dot", "width": 1},
+                name="ideal",
+                hoverinfo="skip",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=best_x,
+            y=best_y,
+            mode="markers",
+            marker={
+                "symbol": "star",
+                "size": 18,
+                "color": best_c,
+                "line": {"color": "black", "width": 1},
+            },
+            name=f"best N (within {100 - NEAR_PEAK * 100:.0f} % of peak)",
+            text=best_text,
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    top = max(
+        float(df[c].max())  # type: ignore[arg-type]
+        for c in (metric, "band_hi")
+        if c in df.columns and df[c].drop_nulls().len()
+    )
+    if metric == "efficiency":
+        top = max(top, 1.0)
+    yaxis: dict[str, Any] = {
+        "title": METRICS[metric],
+        "tickformat": ".0%" if metric == "efficiency" else None,
+    }
+    if log_y:
+        yaxis["type"] = "log"
+    else:
+        yaxis["range"] = [0, 1.15 * top]
     fig.update_layout(
-        title=f"{model}: predicted {METRICS[metric].split(' (')[0].lower()} vs workers",
-        xaxis={"title": "workers N", "type": "log", "dtick": 0.30102999566},
-        yaxis={"title": METRICS[metric]},
+        **_BASE_LAYOUT,
+        title=f"{title}: predicted {METRICS[metric].split(' (')[0].lower()} vs workers",
+        xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
+        yaxis=yaxis,
         legend={"title": "network"},
-        showlegend=True,
-        template="plotly_white",
-        margin={"t": 60},
+        hovermode="x unified",
     )
     return fig
 
 
-def policy_figure(df: pl.DataFrame, model: str, network: str) -> go.Figure:
-    """Predicted steps/s against workers for one model and network, one line per policy.
+def policy_figure(df: pl.DataFrame, title: str, baseline: str | None) -> go.Figure:
+    """Predicted steps/s against workers, one line per policy, hover gain vs ``baseline``.
 
     Args:
-        df: rows of the ``policy_gain`` view (columns policy, workers, steps_per_s,
-            gain_vs_fifo_random).
+        df: rows with columns policy, workers, steps_per_s (one model, hardware,
+            network and mode).
+        title: what the curves are of.
+        baseline: policy the gains are relative to (must be in ``df``), or None.
     """
+    if df.is_empty():
+        return empty_figure("No predictions for this selection.", title)
+    base = (
+        df.filter(pl.col("policy") == baseline).select("workers", pl.col("steps_per_s").alias("b"))
+        if baseline
+        else pl.DataFrame(schema={"workers": pl.Int64, "b": pl.Float64})
+    )
+    df = df.join(base.cast({"workers": df.schema["workers"]}), on="workers", how="left")
     fig = go.Figure()
-    for policy in sorted(set(df["policy"].to_list())):
+    for i, policy in enumerate(sorted(set(df["policy"].to_list()))):
         d = df.filter(pl.col("policy") == policy).sort("workers")
-        gains = d["gain_vs_fifo_random"].to_list()
+        gains = [
+            finite(s / b if b else None) for s, b in zip(d["steps_per_s"], d["b"], strict=True)
+        ]
+        vs = f"×%{{customdata[0]:.3f}} vs {baseline}" if baseline else "no baseline"
         fig.add_trace(
             go.Scatter(
                 x=d["workers"].to_list(),
                 y=d["steps_per_s"].to_list(),
                 mode="lines+markers",
                 name=policy,
-                customdata=[[g if g is not None else float("nan")] for g in gains],
-                hovertemplate="N=%{x}<br>%{y:.3g} steps/s<br>×%{customdata[0]:.3f} vs fifo_random"
-                + "<extra>"
-                + policy
-                + "</extra>",
+                line={"color": PALETTE[i % len(PALETTE)]},
+                customdata=[[g] for g in gains],
+                hovertemplate=f"<b>{policy}</b>: %{{y:.3g}} steps/s · {vs}<extra></extra>",
             )
         )
     fig.update_layout(
-        title=f"{model} on {network}: predicted steps/s by transmission policy",
-        xaxis={"title": "workers N", "type": "log", "dtick": 0.30102999566},
-        yaxis={"title": "Throughput (steps/s, all workers)"},
+        **_BASE_LAYOUT,
+        title=f"{title}: predicted steps/s by transmission policy",
+        xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
+        yaxis={"title": "Throughput (steps/s, all workers)", "rangemode": "tozero"},
         legend={"title": "policy"},
-        showlegend=True,
+        hovermode="x unified",
+    )
+    return fig
+
+
+def mode_figure(df: pl.DataFrame, title: str) -> go.Figure:
+    """Predicted samples/s against workers, one line per SGD mode (columns mode,
+    workers, samples_per_s); a message when ``df`` is empty."""
+    if df.is_empty():
+        return empty_figure("No predictions for this selection.", title)
+    fig = go.Figure()
+    for i, mode in enumerate(sorted(set(df["mode"].to_list()))):
+        d = df.filter(pl.col("mode") == mode).sort("workers")
+        fig.add_trace(
+            go.Scatter(
+                x=d["workers"].to_list(),
+                y=d["samples_per_s"].to_list(),
+                mode="lines+markers",
+                name=mode,
+                line={"color": PALETTE[i % len(PALETTE)]},
+                hovertemplate=f"<b>{mode}</b>: %{{y:,.4g}} samples/s<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        **_BASE_LAYOUT,
+        title=f"{title}: predicted samples/s by SGD mode",
+        xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
+        yaxis={"title": "Throughput (samples/s, all workers)", "rangemode": "tozero"},
+        legend={"title": "mode"},
+        hovermode="x unified",
+    )
+    return fig
+
+
+def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
+    """Best N per model × hardware (rows) and network (columns), colour log2(N).
+
+    Args:
+        best: rows of :func:`dashboard.analysis.best_points` for one mode and policy.
+        networks: column order (slowest first).
+
+    Row labels are ``"{model} · {hardware}"`` (a click names its curve by them).
+    """
+    if best.is_empty():
+        return empty_figure("No predictions for this mode and policy.")
+    rows = best.select("model", "hardware").unique().sort("model", "hardware").rows()
+    cols = [n for n in networks if n in set(best["network"].to_list())]
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    for model, hw in rows:
+        zr: list[float | None] = []
+        tr: list[str] = []
+        for net in cols:
+            r = best.filter(
+                (pl.col("model") == model) & (pl.col("hardware") == hw) & (pl.col("network") == net)
+            )
+            if r.height:
+                n = int(r["best_workers"][0])
+                zr.append(math.log2(n))
+                tr.append(
+                    f"N = {n}<br>{r['samples_per_s'][0]:,.0f} samples/s<br>{r['bottleneck'][0]}"
+                )
+            else:
+                zr.append(None)
+                tr.append("")
+        z.append(zr)
+        text.append(tr)
+    top = max(v for r in z for v in r if v is not None)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=cols,
+            y=[f"{m} · {h}" for m, h in rows],
+            text=text,
+            texttemplate="%{text}",
+            hovertemplate="%{y} on %{x}<br>%{text}<br>click for the scaling detail<extra></extra>",
+            colorscale="Blues",
+            zmin=0,
+            zmax=max(top, 1.0),
+            textfont={"size": 14},
+            colorbar={
+                "title": "best N",
+                "tickvals": list(range(int(top) + 1)),
+                "ticktext": [str(2**k) for k in range(int(top) + 1)],
+                "len": 1.0,
+                "thickness": 18,
+            },
+            xgap=2,
+            ygap=2,
+        )
+    )
+    fig.update_layout(
+        title="Best number of workers (smallest N within 5 % of peak throughput)",
+        xaxis={"title": "network", "side": "top"},
+        yaxis={"title": "model · hardware", "autorange": "reversed"},
         template="plotly_white",
-        margin={"t": 60},
+        margin={"t": 110, "l": 160, "b": 20},
+        height=max(300, 140 + 100 * len(rows)),
+    )
+    return fig
+
+
+def bottleneck_figure(df: pl.DataFrame, title: str) -> go.Figure:
+    """PS link utilisation per direction, blocked fraction and the PS CPU's busy
+    share against workers (all 0–1).
+
+    Args:
+        df: ``predictions`` rows of one curve (workers, steps_per_s, ps_down_util,
+            ps_up_util, blocked_fraction; optional cpu_bound_steps_per_s: the PS
+            CPU's busy share is steps_per_s / cpu_bound_steps_per_s, the
+            utilization law of :mod:`sgdsim.simulation.bounds`).
+    """
+    if df.is_empty():
+        return empty_figure("No predictions for this selection.", title)
+    d = df.sort("workers")
+    x = d["workers"].to_list()
+    fig = go.Figure()
+    series = [
+        ("ps_down_util", "PS NIC out (pulls) busy", PALETTE[0], "solid"),
+        ("ps_up_util", "PS NIC in (pushes) busy", PALETTE[1], "dot"),
+        ("blocked_fraction", "worker time blocked on communication", PALETTE[3], "solid"),
+    ]
+    where = [bottleneck(r) for r in d.iter_rows(named=True)]
+    for col, name, c, dash in series:
+        last = col == "blocked_fraction"
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=d[col].to_list(),
+                mode="lines+markers",
+                name=name,
+                line={"color": c, "dash": dash, "width": 3 if dash == "dot" else 2},
+                text=where,
+                hovertemplate=f"{name}: %{{y:.0%}}"
+                + ("<br><b>bottleneck: %{text}</b>" if last else "")
+                + "<extra></extra>",
+            )
+        )
+    if "cpu_bound_steps_per_s" in d.columns:
+        # utilization law U = X · D = X / (C / D): the rate over the CPU bound
+        busy = [
+            finite(x_ / b if b else None)
+            for x_, b in zip(d["steps_per_s"], d["cpu_bound_steps_per_s"], strict=True)
+        ]
+        if any(not math.isnan(u) for u in busy):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=busy,
+                    mode="lines+markers",
+                    name="PS CPU busy (rate / CPU bound; 100 %: CPU limits)",
+                    line={"color": PALETTE[4], "dash": "dash"},
+                    hovertemplate="PS CPU busy: %{y:.0%}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        **_BASE_LAYOUT,
+        title=f"{title}: where the time goes",
+        xaxis={"title": "workers N", "type": "log", "dtick": _LOG2_TICK},
+        yaxis={"title": "share", "tickformat": ".0%", "range": [0, 1.05]},
+        hovermode="x unified",
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def timeline_spans(trace: dict[str, Any]) -> pl.DataFrame:
+    """Spans of a Chrome trace written by :mod:`sgdsim.simulation.chrome_trace`.
+
+    Returns:
+        Columns lane (``worker w · compute|pull|push``, ``PS · update``),
+        kind (compute, pull, push, update, waiting), name, start_s, end_s, sorted
+        by lane order (PS first, then workers). ``waiting`` spans are the gaps
+        between consecutive compute spans of a worker: it waits for
+        parameters, for its updates or for the next step's start.
+    """
+    procs: dict[int, str] = {}
+    threads: dict[tuple[int, int], str] = {}
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            procs[e["pid"]] = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            threads[(e["pid"], e["tid"])] = e["args"]["name"]
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    lane_of = {
+        (pid, tid): f"{'PS' if pid == 0 else procs.get(pid, f'process {pid}')} · {name}"
+        for (pid, tid), name in threads.items()
+    }
+    rows = [
+        (
+            lane_of.get((e["pid"], e["tid"]), f"process {e['pid']} · {e['tid']}"),
+            e.get("cat", ""),
+            e.get("name", ""),
+            e["ts"] / 1e6,
+            (e["ts"] + e["dur"]) / 1e6,
+            e["pid"],
+            e["tid"],
+        )
+        for e in events
+    ]
+    schema = {
+        "lane": pl.String,
+        "kind": pl.String,
+        "name": pl.String,
+        "start_s": pl.Float64,
+        "end_s": pl.Float64,
+        "pid": pl.Int64,
+        "tid": pl.Int64,
+    }
+    df = pl.DataFrame(rows, schema=schema, orient="row")
+    waits: list[tuple[str, str, str, float, float, int, int]] = []
+    comp = df.filter(pl.col("kind") == "compute").sort("pid", "start_s")
+    for (pid,), g in comp.group_by(["pid"], maintain_order=True):
+        lane, tid = g["lane"][0], int(g["tid"][0])
+        ends, starts = g["end_s"].to_list(), g["start_s"].to_list()
+        for a, b in zip(ends[:-1], starts[1:], strict=True):
+            if b - a > GAP_S:
+                waits.append((lane, "waiting", "waiting", a, b, int(pid), tid))
+    if waits:
+        df = pl.concat([df, pl.DataFrame(waits, schema=schema, orient="row")])
+    return df.sort("pid", "tid", "start_s")
+
+
+def step_windows(spans: pl.DataFrame) -> list[tuple[float, float]]:
+    """Time windows ``(start_s, end_s)`` of worker 0's steps in :func:`timeline_spans`:
+    from the start of one of its ``segment 0`` compute spans (a step's first
+    compute) to the next; empty when it has fewer than two."""
+    starts = sorted(
+        spans.filter(
+            (pl.col("pid") == 1) & (pl.col("kind") == "compute") & (pl.col("name") == "segment 0")
+        )["start_s"].to_list()
+    )
+    return list(itertools.pairwise(starts))
+
+
+#: Spans closer than the time axis span over this many are drawn as one (below a pixel).
+MERGE_PIXELS = 2000
+
+
+def merge_spans(spans: pl.DataFrame, tolerance_s: float) -> pl.DataFrame:
+    """Spans of one lane and kind that follow each other within ``tolerance_s``
+    seconds, joined into one (named after the first, with the count): the chart
+    draws the same at its resolution with far fewer points."""
+    if spans.is_empty():
+        return spans
+    return (
+        spans.sort("pid", "tid", "kind", "start_s")
+        .with_columns(
+            (
+                (pl.col("start_s") - pl.col("end_s").shift(1).over("pid", "tid", "kind"))
+                .fill_null(float("inf"))
+                .gt(tolerance_s)
+                .cum_sum()
+                .over("pid", "tid", "kind")
+            ).alias("_run")
+        )
+        .group_by("pid", "tid", "kind", "_run", maintain_order=True)
+        .agg(
+            pl.col("lane").first(),
+            pl.col("name").first(),
+            pl.len().alias("_n"),
+            pl.col("start_s").min(),
+            pl.col("end_s").max(),
+        )
+        .with_columns(
+            pl.when(pl.col("_n") > 1)
+            .then(pl.format("{} and {} more", pl.col("name"), pl.col("_n") - 1))
+            .otherwise(pl.col("name"))
+            .alias("name")
+        )
+        .select(spans.columns)
+    )
+
+
+def timeline_figure(
+    spans: pl.DataFrame, title: str, window: tuple[float, float] | None = None
+) -> go.Figure:
+    """Gantt chart of :func:`timeline_spans`: one row per lane, one colour per kind.
+
+    Each kind is one trace of line segments (start to end at the lane's row),
+    so a trace of thousands of spans stays one SVG path. ``window``: draw only
+    the spans overlapping ``(start_s, end_s)`` and zoom the time axis to it.
+    """
+    if spans.is_empty():
+        return empty_figure("This trace has no spans.", title)
+    lanes = spans.select("lane", "pid", "tid").unique().sort("pid", "tid")["lane"].to_list()
+    if window is not None:
+        spans = spans.filter((pl.col("end_s") > window[0]) & (pl.col("start_s") < window[1]))
+    lo, hi = window or (float(spans["start_s"].min()), float(spans["end_s"].max()))  # type: ignore[arg-type]
+    spans = merge_spans(spans, (hi - lo) / MERGE_PIXELS)
+    fig = go.Figure()
+    for kind, color in KIND_COLORS.items():
+        d = spans.filter(pl.col("kind") == kind)
+        if d.is_empty():
+            continue
+        # start, end, gap per span: one path per kind (NaN breaks the line)
+        n = d.height
+        x = np.column_stack(
+            [d["start_s"].to_numpy(), d["end_s"].to_numpy(), np.full(n, np.nan)]
+        ).ravel()
+        lane = np.repeat(d["lane"].to_numpy().astype(object), 3)
+        dur_ms = np.repeat(1e3 * (d["end_s"] - d["start_s"]).to_numpy(), 3)
+        name = np.repeat(d["name"].to_numpy().astype(object), 3)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=lane,
+                mode="lines",
+                line={"color": color, "width": 14 if kind != "waiting" else 6},
+                name=kind,
+                customdata=np.column_stack([name, dur_ms]),
+                hovertemplate="%{y}<br>%{customdata[0]} (%{customdata[1]:.2f} ms)"
+                "<br>t = %{x:.4f} s<extra></extra>",
+                connectgaps=False,
+            )
+        )
+    fig.update_layout(
+        **_BASE_LAYOUT,
+        title=title,
+        xaxis={"title": "simulated time (s)", "range": list(window) if window else None},
+        yaxis={
+            "categoryorder": "array",
+            "categoryarray": lanes,
+            "autorange": "reversed",
+            "title": "",
+        },
+        height=max(320, 120 + 28 * len(lanes)),
+        legend={"orientation": "h", "y": 1.0, "x": 1.0, "xanchor": "right", "yanchor": "bottom"},
+        hovermode="closest",
     )
     return fig
 
@@ -99,14 +633,13 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
             measured_steps_per_s_std, predicted_steps_per_s).
         model: model name, for the title.
     """
-    palette = plotly.colors.qualitative.D3
     fig = go.Figure()
     groups = (
         df.select("network", "bandwidth_bps", "policy").unique().sort("bandwidth_bps", "policy")
     )
     for i, (network, _, policy) in enumerate(groups.iter_rows()):
         d = df.filter((pl.col("network") == network) & (pl.col("policy") == policy)).sort("workers")
-        color = palette[i % len(palette)]
+        color = PALETTE[i % len(PALETTE)]
         label = f"{network} · {policy}"
         errors = d["ape_pct"].to_list() if "ape_pct" in d.columns else [None] * d.height
         fig.add_trace(
@@ -117,7 +650,7 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
                 mode="markers",
                 marker={"color": color, "size": 9},
                 name=f"{label} measured",
-                customdata=[[e if e is not None else float("nan")] for e in errors],
+                customdata=[[finite(e)] for e in errors],
                 hovertemplate="N=%{x}<br>measured %{y:.3g} steps/s"
                 + "<br>|error| %{customdata[0]:.1f} %"
                 + f"<extra>{label}</extra>",
@@ -134,12 +667,10 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
             )
         )
     fig.update_layout(
+        **_BASE_LAYOUT,
         title=f"{model}: measured (markers) and predicted (dashed) steps/s on the testbed",
         xaxis={"title": "workers N", "dtick": 1},
         yaxis={"title": "Throughput (steps/s, all workers)", "rangemode": "tozero"},
         legend={"title": "network · policy"},
-        showlegend=True,
-        template="plotly_white",
-        margin={"t": 60},
     )
     return fig

@@ -1,53 +1,210 @@
-"""The dashboard: figure functions directly, and the real page in headless Chromium."""
+"""The dashboard's analysis and figures as plain functions (no browser; the pages in
+headless Chromium are tests/test_dashboard_browser.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
+import json
+import math
 
 import polars as pl
 import pytest
-from conftest import ROOT
 
-from dashboard.figures import policy_figure, scaling_figure, validation_figure
-from sgdsim.profiling.procs import free_ports, spawn, stop
+from dashboard.analysis import (
+    NEAR_PEAK,
+    baseline_policy,
+    best_points,
+    bottleneck,
+    cost_per_million_samples,
+    with_band,
+)
+from dashboard.export import to_bytes
+from dashboard.figures import (
+    colors_for,
+    merge_spans,
+    mode_figure,
+    policy_figure,
+    scaling_figure,
+    sizing_heatmap,
+    step_windows,
+    timeline_figure,
+    timeline_spans,
+    validation_figure,
+)
+from sgdsim.config import check_config
+from sgdsim.errors import ConfigError
+from sgdsim.simulation.chrome_trace import chrome_trace
+from sgdsim.store import price_rows
 
 
-def test_scaling_figure_has_one_line_per_network_sorted_by_bandwidth():
-    df = pl.DataFrame(
-        {
-            "network": ["fast", "fast", "slow", "slow"],
-            "bandwidth_bps": [1e10, 1e10, 1e8, 1e8],
-            "workers": [2, 1, 1, 2],
-            "samples_per_s": [20.0, 10.0, 5.0, 6.0],
-        }
+def curve(network: str, bw: float, samples: list[float], **extra: list[float]) -> pl.DataFrame:
+    """Prediction-like rows of one curve at N = 1, 2, 4, 8 (batch 10)."""
+    n = len(samples)
+    workers = [1, 2, 4, 8][:n]
+    steps = [x / 10 for x in samples]
+    cols = {
+        "model": ["M"] * n,
+        "hardware": ["cpu"] * n,
+        "network": [network] * n,
+        "bandwidth_bps": [bw] * n,
+        "mode": ["async"] * n,
+        "policy": ["tf_default"] * n,
+        "workers": workers,
+        "workers_per_node": [1] * n,
+        "batch_size": [10] * n,
+        "samples_per_s": samples,
+        "steps_per_s": steps,
+        "steps_per_s_std": [0.1 * x for x in steps],
+        "speedup": [x / steps[0] for x in steps],
+        "efficiency": [x / steps[0] / w for x, w in zip(steps, workers, strict=True)],
+        "ps_down_util": [0.2] * n,
+        "ps_up_util": [0.1] * n,
+        "blocked_fraction": [0.1] * n,
+        "sim_steps_per_s": steps,
+        "cpu_bound_steps_per_s": [None] * n,
+    }
+    cols.update(extra)
+    return pl.DataFrame(cols)
+
+
+def test_best_n_is_the_smallest_n_within_five_percent_of_the_peak():
+    # peak 100 at N = 8; N = 4 gives 96 (within 5 %), N = 2 gives 80
+    df = curve("1Gbps", 1e9, [50.0, 80.0, 96.0, 100.0])
+    best = best_points(df)
+    assert best.height == 1
+    row = best.row(0, named=True)
+    assert row["best_workers"] == 4 and row["peak_samples_per_s"] == 100.0
+    assert row["samples_per_s"] == 96.0
+    assert row["efficiency"] == pytest.approx(96.0 / (4 * 50.0))
+    assert row["cost_per_m_samples"] is None  # nothing priced
+    # just outside the 5 %: the next N
+    df2 = curve("1Gbps", 1e9, [50.0, 80.0, 100 * NEAR_PEAK - 0.01, 100.0])
+    assert best_points(df2)["best_workers"][0] == 8
+
+
+def test_best_points_prices_the_nodes_rented():
+    df = curve("1Gbps", 1e9, [50.0, 80.0, 96.0, 100.0])
+    best = best_points(df, {("hardware", "cpu"): 2.0, ("network", "1Gbps"): 0.5})
+    # 4 worker nodes + 1 PS node at 2.5 per node-hour; 96 samples/s
+    hours_per_m = 1e6 / 96.0 / 3600.0
+    assert best["cost_per_m_samples"][0] == pytest.approx(5 * 2.5 * hours_per_m)
+    assert cost_per_million_samples(10.0, 1, 0.0, 0.0) is None
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({"sim_steps_per_s": 5.0, "cpu_bound_steps_per_s": 4.0}, "PS CPU"),
+        (
+            {"workers": 4, "blocked_fraction": 0.8, "ps_down_util": 0.7, "ps_up_util": 0.6},
+            "PS NIC out",
+        ),
+        (
+            {"workers": 4, "blocked_fraction": 0.8, "ps_down_util": 0.5, "ps_up_util": 0.75},
+            "PS NIC in",
+        ),
+        (
+            {"workers": 1, "blocked_fraction": 0.8, "ps_down_util": 0.7, "ps_up_util": 0.7},
+            "worker NIC",
+        ),
+        (
+            {"workers": 4, "blocked_fraction": 0.8, "ps_down_util": 0.1, "ps_up_util": 0.1},
+            "worker NIC",
+        ),
+        (
+            {"workers": 4, "blocked_fraction": 0.1, "ps_down_util": 0.9, "ps_up_util": 0.2},
+            "PS NIC out",
+        ),
+        (
+            {"workers": 4, "blocked_fraction": 0.1, "ps_down_util": 0.3, "ps_up_util": 0.2},
+            "compute",
+        ),
+        (
+            {"sim_steps_per_s": 5.0, "cpu_bound_steps_per_s": None, "blocked_fraction": 0.0},
+            "compute",
+        ),
+    ],
+)
+def test_bottleneck_names_the_limiting_resource(row, expected):
+    assert bottleneck(row) == expected
+
+
+def test_band_prefers_explicit_edges_over_the_replication_spread():
+    df = curve("1Gbps", 1e9, [50.0, 80.0])
+    spread = with_band(df, "samples_per_s")
+    assert spread["band_lo"].to_list() == pytest.approx([45.0, 72.0])
+    assert spread["band_hi"].to_list() == pytest.approx([55.0, 88.0])
+    # N = 2 capped: simulated 10 ± 0.8 steps/s, bound (the rate) 8.2 steps/s
+    capped = with_band(
+        df.with_columns(
+            pl.Series("steps_per_s", [5.0, 8.2]),
+            pl.Series("samples_per_s", [50.0, 82.0]),
+            pl.Series("sim_steps_per_s", [5.0, 10.0]),
+            pl.Series("steps_per_s_std", [0.5, 0.8]),
+            pl.Series("cpu_bound_steps_per_s", [None, 8.2]),
+        ),
+        "samples_per_s",
     )
-    fig = scaling_figure(df, "M", "samples_per_s")
-    assert [t.name for t in fig.data] == ["slow", "fast"]
-    assert list(fig.data[1].x) == [1, 2] and list(fig.data[1].y) == [10.0, 20.0]
-    assert "M" in fig.layout.title.text
+    assert capped["band_lo"].to_list() == pytest.approx([45.0, 82.0])
+    assert capped["band_hi"].to_list() == pytest.approx([55.0, 82.0])
+    edges = with_band(
+        df.with_columns(
+            pl.Series("steps_per_s_lo", [4.0, 6.0]), pl.Series("steps_per_s_hi", [6.0, 9.0])
+        ),
+        "samples_per_s",
+    )
+    assert edges["band_lo"].to_list() == pytest.approx([40.0, 60.0])
+    assert edges["band_hi"].to_list() == pytest.approx([60.0, 90.0])
+
+
+def test_baseline_is_a_policy_that_exists():
+    assert baseline_policy(["tictac", "fifo_random", "tf_default"]) == "fifo_random"
+    assert baseline_policy(["tictac", "tf_default"]) == "tf_default"
+    assert baseline_policy(["p3", "tictac"]) == "p3"
+    assert baseline_policy([]) is None
+
+
+def test_scaling_figure_lines_ideal_band_best_n_and_stable_colours():
+    df = pl.concat(
+        [
+            curve("fast", 1e10, [10.0, 20.0, 40.0, 41.0]),
+            curve("slow", 1e8, [5.0, 6.0, 6.1, 6.0]),
+        ]
+    )
+    colors = colors_for(["slow", "fast", "other"])
+    fig = scaling_figure(df, "M", "samples_per_s", colors)
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name for t in lines] == ["slow", "fast"]
+    assert [t.line.color for t in lines] == [colors["slow"], colors["fast"]]
+    ideal = {t.name: list(t.y) for t in fig.data if t.name.endswith(" ideal")}
+    assert ideal["fast ideal"] == [10.0, 20.0, 40.0, 80.0]
+    assert sum(1 for t in fig.data if t.name.endswith(" band")) == 4
+    star = fig.data[-1]
+    assert star.name.startswith("best N")
+    assert list(star.x) == [2, 4]  # slow: 6.0 ≥ 0.95·6.1; fast: 40 ≥ 0.95·41
+    assert fig.layout.hovermode == "x unified"
+    assert "samples/s" in lines[0].hovertemplate and "per worker" in lines[0].hovertemplate
+    # hiding a network keeps the other's colour
+    only_fast = scaling_figure(df.filter(pl.col("network") == "fast"), "M", colors=colors)
+    assert [t.line.color for t in only_fast.data if t.mode == "lines+markers"] == [colors["fast"]]
+    empty = scaling_figure(df.clear(), "M")
+    assert not empty.data and "No network selected" in empty.layout.annotations[0].text
     with pytest.raises(ValueError, match="metric"):
         scaling_figure(df, "M", "nope")
 
 
-def test_policy_figure_has_one_line_per_policy():
+def test_policy_figure_gains_against_the_given_baseline_and_y_from_zero():
     df = pl.DataFrame(
         {
-            "policy": ["tictac", "tictac", "fifo_random", "fifo_random"],
+            "policy": ["tictac", "tictac", "tf_default", "tf_default"],
             "workers": [2, 1, 1, 2],
             "steps_per_s": [3.0, 2.0, 2.0, 2.5],
-            "gain_vs_fifo_random": [1.2, 1.0, 1.0, 1.0],
         }
     )
-    fig = policy_figure(df, "M", "1Gbps")
-    assert [t.name for t in fig.data] == ["fifo_random", "tictac"]
-    assert list(fig.data[1].x) == [1, 2] and list(fig.data[1].y) == [2.0, 3.0]
-    assert "1Gbps" in fig.layout.title.text
+    fig = policy_figure(df, "M on 1Gbps", "tf_default")
+    assert [t.name for t in fig.data] == ["tf_default", "tictac"]
+    assert [c[0] for c in fig.data[1].customdata] == pytest.approx([1.0, 3.0 / 2.5])
+    assert "vs tf_default" in fig.data[1].hovertemplate
+    assert fig.layout.yaxis.rangemode == "tozero"
 
 
 def test_validation_figure_pairs_measured_markers_with_predicted_lines():
@@ -81,152 +238,96 @@ def test_validation_figure_pairs_measured_markers_with_predicted_lines():
     assert measured.marker.color == predicted.line.color
 
 
-def measured_ok(run: Path) -> bool:
-    """Whether the tiny run measured its validation points (root), from its store."""
-    import duckdb
-
-    con = duckdb.connect(str(run / "results" / "sgdsim.duckdb"), read_only=True)
-    try:
-        return (
-            con.execute("SELECT count(*) FROM measurements WHERE status = 'ok'").fetchone()[0] > 0
-        )
-    finally:
-        con.close()
+def test_sizing_heatmap_cells_say_best_n_and_bottleneck():
+    df = pl.concat([curve("fast", 1e10, [10.0, 20.0, 40.0, 41.0]), curve("slow", 1e8, [5.0, 6.0])])
+    fig = sizing_heatmap(best_points(df), ["slow", "fast"])
+    h = fig.data[0]
+    assert list(h.x) == ["slow", "fast"] and list(h.y) == ["M · cpu"]
+    assert list(h.z[0]) == [math.log2(2), math.log2(4)]
+    assert "N = 4" in h.text[0][1] and "compute" in h.text[0][1]
 
 
-def tiny_config() -> dict:
-    import yaml
-
-    return yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
-
-
-def tiny_config_workers() -> list[int]:
-    return tiny_config()["workers"]
-
-
-def _browser_missing() -> str | None:
-    for exe in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
-        if not Path(exe).exists():
-            return f"{exe} not installed (apt-get install chromium chromium-driver)"
-    return None
-
-
-@pytest.fixture
-def dashboard_url(tiny_run: Path) -> Iterator[str]:
-    (port,) = free_ports(1)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = spawn(
-        [
-            sys.executable,
-            "-m",
-            "dashboard.app",
-            "--db",
-            str(tiny_run / "results" / "sgdsim.duckdb"),
-            "--port",
-            str(port),
-        ],
-        env,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
-        yield url
-    finally:
-        stop(proc)
+def test_timeline_spans_lanes_and_waiting_from_a_chrome_trace():
+    records = [
+        ("compute", 0, 0, 0.0, 1.0),
+        ("pull", 0, 0, 1.0, 2.0),
+        ("compute", 0, 0, 2.0, 3.0),  # a second step's segment 0
+        ("compute", 0, 1, 3.5, 4.0),
+        ("compute", 0, 0, 5.0, 6.0),
+        ("push", 1, 0, 0.5, 0.7),
+        ("update", 1, 0, 0.7, 0.8),
+    ]
+    spans = timeline_spans(json.loads(json.dumps(chrome_trace(records, 2, {"model": "M"}))))
+    lanes = spans.select("lane", "pid", "tid").unique().sort("pid", "tid")["lane"].to_list()
+    assert lanes[0] == "PS · update"
+    assert {"worker 0 · compute", "worker 0 · pull", "worker 1 · push"} <= set(lanes)
+    waits = spans.filter(pl.col("kind") == "waiting").sort("start_s")
+    assert list(zip(waits["start_s"], waits["end_s"], strict=True)) == [
+        (1.0, 2.0),
+        (3.0, 3.5),
+        (4.0, 5.0),
+    ]
+    assert step_windows(spans) == [(0.0, 2.0), (2.0, 5.0)]
+    fig = timeline_figure(spans, "T", (2.0, 5.0))
+    assert list(fig.layout.xaxis.range) == [2.0, 5.0]
+    assert {t.name for t in fig.data} == {"compute", "waiting"}  # only spans in the window
 
 
-@pytest.mark.slow
-@pytest.mark.browser
-def test_scaling_page_renders_and_reacts_in_headless_chromium(dashboard_url: str, tiny_run: Path):
-    missing = _browser_missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"browser test must run in CI: {missing}")
-        pytest.skip(missing)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
+def test_export_bytes_round_trip():
+    df = pl.DataFrame({"a": [1, 2], "l": [[1.0, 2.0], [3.0]]})
+    assert to_bytes(df, "csv").decode().splitlines() == ["a,l", "1,1.0;2.0", "2,3.0"]
+    import io
 
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1200,900",
-    ):
-        opts.add_argument(flag)
-    profile_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"sgdsim-chrome-{os.getpid()}"
-    opts.add_argument(f"--user-data-dir={profile_dir}")
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
-    try:
-        driver.set_page_load_timeout(60)
-        driver.get(dashboard_url)
-        wait = WebDriverWait(driver, 60)
-        traces = lambda d: d.find_elements(By.CSS_SELECTOR, "#scaling-graph .scatterlayer .trace")
-        wait.until(lambda d: len(traces(d)) == 2)
-        title = driver.find_element(By.CSS_SELECTOR, "#scaling-graph .gtitle").text
-        assert "LeNet5 (tf_default)" in title
-        # one point per worker count on each line: policies are not mixed
-        n_workers = len(tiny_config_workers())
-        points = driver.find_elements(By.CSS_SELECTOR, "#scaling-graph .scatterlayer .trace .point")
-        assert len(points) == 2 * n_workers
-        legend = [
-            e.text for e in driver.find_elements(By.CSS_SELECTOR, "#scaling-graph .legendtext")
-        ]
-        assert legend == ["100Mbps", "1Gbps"]
-        # untick one network: the graph redraws with one line
-        box = driver.find_element(By.CSS_SELECTOR, "#scaling-networks input[value='100Mbps']")
-        box.click()
-        wait.until(lambda d: len(traces(d)) == 1)
-        assert [
-            e.text for e in driver.find_elements(By.CSS_SELECTOR, "#scaling-graph .legendtext")
-        ] == ["1Gbps"]
-        # the policies page: one line per policy of the tiny config
-        driver.find_element(By.LINK_TEXT, "Policies").click()
+    assert pl.read_parquet(io.BytesIO(to_bytes(df, "parquet"))).equals(df)
+    with pytest.raises(ValueError, match="csv or parquet"):
+        to_bytes(df, "xlsx")
 
-        def policy_lines(d):
-            return d.find_elements(By.CSS_SELECTOR, "#policies-graph .scatterlayer .trace")
 
-        policies = sorted(tiny_config()["policies"])
-        wait.until(lambda d: len(policy_lines(d)) == len(policies))
-        legend = driver.find_elements(By.CSS_SELECTOR, "#policies-graph .legendtext")
-        assert sorted(e.text for e in legend) == policies
-        # the validation page: measured and predicted per network and policy measured
-        driver.find_element(By.LINK_TEXT, "Validation").click()
-        measured = {
-            (net, pol)
-            for p in tiny_config()["validation"]["points"]
-            for net in [n["name"] for n in tiny_config()["validation"]["networks"]]
-            for pol in p.get("policies", ["tf_default"])
+def test_cost_config_goes_into_table_prices_and_names_are_checked():
+    config = {
+        "models": [{"name": "LeNet5"}],
+        "hardware": [{"name": "cpu"}],
+        "networks": [{"name": "1Gbps", "bandwidth_bps": 1e9}],
+        "cost": {"currency": "EUR", "hardware": {"cpu": 0.4}, "networks": {"1Gbps": 0.0}},
+    }
+    assert price_rows(config) == [("hardware", "cpu", 0.4, "EUR")]  # 0 = not priced
+    assert price_rows({}) == []
+    check_config(config)
+    config["cost"]["networks"] = {"10Gbps": 1.0}
+    with pytest.raises(ConfigError, match=r"cost\.networks: '10Gbps' is not the name"):
+        check_config(config)
+
+
+def test_merge_spans_joins_only_spans_closer_than_the_tolerance():
+    spans = pl.DataFrame(
+        {
+            "lane": ["w0 · compute"] * 3 + ["w0 · pull"],
+            "kind": ["compute"] * 3 + ["pull"],
+            "name": ["segment 0", "segment 1", "segment 2", "pull 0"],
+            "start_s": [0.0, 1.0005, 3.0, 1.0],
+            "end_s": [1.0, 2.0, 4.0, 1.5],
+            "pid": [1, 1, 1, 1],
+            "tid": [1, 1, 1, 2],
         }
-        if measured_ok(tiny_run):
-            wait.until(
-                lambda d: (
-                    len(d.find_elements(By.CSS_SELECTOR, "#validation-graph .trace"))
-                    == 2 * len(measured)
-                )
-            )
-            rows = driver.find_elements(By.CSS_SELECTOR, "#validation-table tr")
-            assert len(rows) == 1 + len(measured)  # header + one row per network and policy
-        else:  # the testbed skipped every point: the page says why
-            text = driver.find_element(By.ID, "validation-empty").text
-            assert "needs root" in text
-    finally:
-        driver.quit()
-        shutil.rmtree(profile_dir, ignore_errors=True)
+    )
+    merged = merge_spans(spans, 0.001).sort("tid", "start_s")
+    assert merged.select("name", "start_s", "end_s").rows() == [
+        ("segment 0 and 1 more", 0.0, 2.0),
+        ("segment 2", 3.0, 4.0),
+        ("pull 0", 1.0, 1.5),
+    ]
+    assert merge_spans(spans, 1e-6).height == 4
+
+
+def test_mode_figure_has_one_line_per_mode_present():
+    df = pl.DataFrame(
+        {
+            "mode": ["async", "async", "sync_ps", "sync_ps"],
+            "workers": [1, 2, 1, 2],
+            "samples_per_s": [10.0, 18.0, 10.0, 15.0],
+        }
+    )
+    fig = mode_figure(df, "M")
+    assert [t.name for t in fig.data] == ["async", "sync_ps"]
+    assert list(fig.data[1].y) == [10.0, 15.0]
+    assert not mode_figure(df.clear(), "M").data

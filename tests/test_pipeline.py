@@ -432,6 +432,7 @@ def test_hardware_resources_reach_the_profile_job(tmp_path: Path):
     ]
     cfg["simulation"]["chrome_traces"] = []
     cfg["validation"]["points"] = []  # the validation profiles hardware cpu, absent here
+    cfg.pop("cost", None)  # prices hardware cpu, absent here
     (wd / "gpu.yaml").write_text(yaml.safe_dump(cfg))
     r = snakemake(wd, "--cores", "8", "--configfile", "gpu.yaml", "-n", "--resources", "gpu=2")
     out = r.stdout + r.stderr

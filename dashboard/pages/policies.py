@@ -1,52 +1,158 @@
-"""Page: predicted throughput of each transmission policy, per model and network."""
+"""Page: each transmission policy's predicted throughput against a baseline, and SGD modes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import dash
-from dash import Input, Output, callback, dcc, html
+import polars as pl
+from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import fetch, model_names, network_names
-from dashboard.figures import policy_figure
+from dashboard.analysis import baseline_policy
+from dashboard.data import distinct, fetch, network_names, pick, search
+from dashboard.export import export_bar, register_export
+from dashboard.figures import mode_figure, policy_figure
+from dashboard.ui import control, dropdown, register_url_sync, url_sync
 
-dash.register_page(__name__, path="/policies", name="Policies", title="sgdsim: policies")
+dash.register_page(
+    __name__, path="/policies", name="Policies", title="sgdsim: policies and modes", order=3
+)
 
 
-def layout(**_: Any) -> html.Div:
-    models = model_names()
-    nets = network_names()
+def policy_rows(
+    model: str | None, hardware: str | None, network: str | None, mode: str | None
+) -> pl.DataFrame:
+    """Predicted steps/s of every policy for one model, hardware, network and mode."""
+    return fetch(
+        "SELECT model, hardware, network, mode, policy, workers, steps_per_s, samples_per_s, "
+        "steps_per_s_std FROM predictions "
+        "WHERE model = ? AND hardware = ? AND network = ? AND mode = ? ORDER BY policy, workers",
+        [model or "", hardware or "", network or "", mode or ""],
+    )
+
+
+def mode_rows(
+    model: str | None, hardware: str | None, network: str | None, policy: str | None
+) -> pl.DataFrame:
+    """Predicted samples/s of every SGD mode for one model, hardware, network and policy."""
+    return fetch(
+        "SELECT model, hardware, network, mode, policy, workers, steps_per_s, samples_per_s "
+        "FROM predictions WHERE model = ? AND hardware = ? AND network = ? AND policy = ? "
+        "ORDER BY mode, workers",
+        [model or "", hardware or "", network or "", policy or ""],
+    )
+
+
+def layout(
+    model: str | None = None,
+    hardware: str | None = None,
+    network: str | None = None,
+    mode: str | None = None,
+    baseline: str | None = None,
+    **_: Any,
+) -> html.Div:
+    models, hws, nets = distinct("model"), distinct("hardware"), network_names()
+    modes, policies = distinct("mode"), distinct("policy")
     return html.Div(
         [
+            *url_sync("policies"),
             html.H2("Transmission policies"),
             html.Div(
                 [
-                    html.Label("Model", htmlFor="policies-model"),
-                    dcc.Dropdown(
-                        models, models[0] if models else None, id="policies-model", clearable=False
-                    ),
-                    html.Label("Network", htmlFor="policies-network"),
-                    dcc.Dropdown(
-                        nets, nets[0] if nets else None, id="policies-network", clearable=False
+                    control("Model", dropdown("policies-model", models, pick(model, models))),
+                    control("Hardware", dropdown("policies-hardware", hws, pick(hardware, hws))),
+                    control("Network", dropdown("policies-network", nets, pick(network, nets))),
+                    control("SGD mode", dropdown("policies-mode", modes, pick(mode, modes))),
+                    control(
+                        "Baseline",
+                        dropdown(
+                            "policies-baseline",
+                            policies,
+                            pick(baseline, policies, baseline_policy(policies)),
+                        ),
                     ),
                 ],
-                style={"maxWidth": "640px"},
+                className="controls",
             ),
-            dcc.Graph(id="policies-graph"),
+            html.P(id="policies-note"),
+            dcc.Graph(id="policies-graph", config={"displaylogo": False}),
+            export_bar("policies-export"),
+            html.H2("SGD modes"),
+            html.P(id="policies-modes-note"),
+            dcc.Graph(id="policies-modes", config={"displaylogo": False}),
+            export_bar("policies-modes-export"),
         ]
     )
 
 
 @callback(
     Output("policies-graph", "figure"),
+    Output("policies-note", "children"),
+    Output("policies-modes", "figure"),
+    Output("policies-modes-note", "children"),
+    Output("policies-query", "data"),
     Input("policies-model", "value"),
+    Input("policies-hardware", "value"),
     Input("policies-network", "value"),
+    Input("policies-mode", "value"),
+    Input("policies-baseline", "value"),
 )
-def update_policies(model: str | None, network: str | None) -> Any:
-    """Figure of every policy's predicted steps/s for the selected model and network."""
-    df = fetch(
-        "SELECT * FROM policy_gain WHERE model = ? AND network = ? AND mode = 'async' "
-        "ORDER BY policy, workers",
-        [model or "", network or ""],
+def update_policies(
+    model: str | None,
+    hardware: str | None,
+    network: str | None,
+    mode: str | None,
+    baseline: str | None,
+) -> Any:
+    """Policy figure with gains against the baseline, the mode comparison, notes, URL."""
+    df = policy_rows(model, hardware, network, mode)
+    present = sorted(set(df["policy"].to_list()))
+    notes = []
+    if baseline not in present:
+        baseline = baseline_policy(present)
+    if "fifo_random" not in present and baseline:
+        notes.append(
+            "fifo_random (the baseline of TicTac's evaluation) is not in this store; "
+            f"gains are against {baseline}."
+        )
+    else:
+        notes.append(f"Gains (in the hover) are against {baseline}.")
+    if len(present) == 1:
+        notes.append(" Only one policy was simulated: add policies to the config to compare.")
+    title = f"{model} on {hardware}, {network} ({mode})"
+    modes = mode_rows(model, hardware, network, baseline)
+    n_modes = len(set(modes["mode"].to_list()))
+    mode_note = (
+        f"The store holds one SGD mode ({mode}); synchronous modes appear here once the "
+        "grid's modes include them."
+        if n_modes <= 1
+        else f"Policy {baseline}: every SGD mode the store holds."
     )
-    return policy_figure(df, model or "no model", network or "no network")
+    return (
+        policy_figure(df, title, baseline),
+        "".join(notes),
+        mode_figure(modes, f"{model} on {hardware}, {network} ({baseline})"),
+        mode_note,
+        search(model=model, hardware=hardware, network=network, mode=mode, baseline=baseline),
+    )
+
+
+_KEY = [
+    State("policies-model", "value"),
+    State("policies-hardware", "value"),
+    State("policies-network", "value"),
+]
+register_export(
+    "policies-export",
+    [*_KEY, State("policies-mode", "value")],
+    policy_rows,
+    lambda *key: "sgdsim-policies-" + "-".join(str(k) for k in key),
+)
+register_export(
+    "policies-modes-export",
+    [*_KEY, State("policies-baseline", "value")],
+    mode_rows,
+    lambda *key: "sgdsim-modes-" + "-".join(str(k) for k in key),
+)
+
+register_url_sync("policies")

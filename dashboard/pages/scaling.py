@@ -1,68 +1,173 @@
-"""Page: predicted throughput vs workers, per model, one line per network."""
+"""Page: predicted throughput vs workers for one model, hardware, mode and policy,
+one line per network."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import dash
-from dash import Input, Output, callback, dcc, html
+import polars as pl
+from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import fetch, model_names, network_names
-from dashboard.figures import METRICS, scaling_figure
+from dashboard.data import distinct, fetch, network_names, pick, search
+from dashboard.export import export_bar, register_export
+from dashboard.figures import METRICS, colors_for, scaling_figure
+from dashboard.ui import control, dropdown, register_url_sync, url_sync
 
-dash.register_page(__name__, path="/", name="Scaling", title="sgdsim: scaling")
+dash.register_page(__name__, path="/scaling", name="Scaling", title="sgdsim: scaling", order=1)
+
+#: Query value of an empty network selection (an absent key means every network).
+NO_NETWORK = "none"
 
 
-def layout(**_: Any) -> html.Div:
-    models = model_names()
-    policies = fetch("SELECT DISTINCT policy FROM predictions ORDER BY policy")["policy"].to_list()
-    default_policy = (
-        "tf_default" if "tf_default" in policies else (policies[0] if policies else None)
+def rows(
+    model: str | None,
+    hardware: str | None,
+    mode: str | None,
+    policy: str | None,
+    networks: list[str] | None,
+) -> pl.DataFrame:
+    """Predictions of one curve per selected network, with speedup and efficiency."""
+    return fetch(
+        "SELECT p.*, s.speedup, s.efficiency FROM predictions p LEFT JOIN scaling s "
+        "ON s.model = p.model AND s.hardware = p.hardware AND s.network = p.network "
+        "AND s.policy = p.policy AND s.mode = p.mode AND s.workers = p.workers "
+        "WHERE p.model = ? AND p.hardware = ? AND p.mode = ? AND p.policy = ? "
+        "AND list_contains(?, p.network) ORDER BY p.bandwidth_bps, p.workers",
+        [model or "", hardware or "", mode or "", policy or "", list(networks or [])],
     )
+
+
+def layout(
+    model: str | None = None,
+    hardware: str | None = None,
+    mode: str | None = None,
+    policy: str | None = None,
+    networks: str | None = None,
+    metric: str | None = None,
+    y: str | None = None,
+    **_: Any,
+) -> html.Div:
+    models, hws = distinct("model"), distinct("hardware")
+    modes, policies = distinct("mode"), distinct("policy")
     nets = network_names()
+    if networks is None:
+        chosen = nets
+    elif networks == NO_NETWORK:
+        chosen = []
+    else:
+        chosen = [n for n in networks.split(",") if n in nets]
     return html.Div(
         [
+            *url_sync("scaling"),
             html.H2("Throughput vs workers"),
+            html.P(
+                "Solid: the prediction; shaded: its uncertainty (the store's band edges "
+                "steps_per_s_lo / _hi when it has them, else mean ± standard deviation over "
+                "the simulation's replications); dotted: ideal linear scaling from N = 1; "
+                "star: the best N of each network."
+            ),
             html.Div(
                 [
-                    html.Label("Model", htmlFor="scaling-model"),
-                    dcc.Dropdown(
-                        models, models[0] if models else None, id="scaling-model", clearable=False
-                    ),
-                    html.Label("Transmission policy", htmlFor="scaling-policy"),
-                    dcc.Dropdown(policies, default_policy, id="scaling-policy", clearable=False),
-                    html.Label("Networks"),
-                    dcc.Checklist(nets, nets, id="scaling-networks", inline=True),
-                    html.Label("Metric"),
-                    dcc.RadioItems(
-                        [{"label": v, "value": k} for k, v in METRICS.items()],
-                        "samples_per_s",
-                        id="scaling-metric",
+                    control("Model", dropdown("scaling-model", models, pick(model, models))),
+                    control("Hardware", dropdown("scaling-hardware", hws, pick(hardware, hws))),
+                    control("SGD mode", dropdown("scaling-mode", modes, pick(mode, modes))),
+                    control(
+                        "Transmission policy",
+                        dropdown("scaling-policy", policies, pick(policy, policies, "tf_default")),
                     ),
                 ],
-                style={"maxWidth": "640px"},
+                className="controls",
             ),
-            dcc.Graph(id="scaling-graph"),
+            html.Div(
+                [
+                    control(
+                        "Networks", dcc.Checklist(nets, chosen, id="scaling-networks", inline=True)
+                    ),
+                    control(
+                        "Metric",
+                        dcc.RadioItems(
+                            [{"label": v, "value": k} for k, v in METRICS.items()],
+                            pick(metric, list(METRICS), "samples_per_s"),
+                            id="scaling-metric",
+                            inline=True,
+                        ),
+                    ),
+                    control(
+                        "Axis",
+                        dcc.Checklist(
+                            [{"label": "logarithmic y", "value": "log"}],
+                            ["log"] if y == "log" else [],
+                            id="scaling-logy",
+                            inline=True,
+                        ),
+                    ),
+                ],
+                className="controls",
+            ),
+            html.P(id="scaling-empty", className="empty"),
+            dcc.Graph(id="scaling-graph", config={"displaylogo": False}),
+            export_bar("scaling-export"),
         ]
     )
 
 
 @callback(
     Output("scaling-graph", "figure"),
+    Output("scaling-empty", "children"),
+    Output("scaling-query", "data"),
     Input("scaling-model", "value"),
+    Input("scaling-hardware", "value"),
+    Input("scaling-mode", "value"),
     Input("scaling-policy", "value"),
     Input("scaling-networks", "value"),
     Input("scaling-metric", "value"),
+    Input("scaling-logy", "value"),
 )
 def update_scaling(
-    model: str | None, policy: str | None, networks: list[str] | None, metric: str
+    model: str | None,
+    hardware: str | None,
+    mode: str | None,
+    policy: str | None,
+    networks: list[str] | None,
+    metric: str,
+    logy: list[str] | None = None,
 ) -> Any:
-    """Figure for the selected model, policy, networks and metric (async SGD)."""
-    if not model or not policy:
-        return scaling_figure(fetch("SELECT * FROM scaling WHERE false"), "no model", metric)
-    df = fetch(
-        "SELECT * FROM scaling WHERE model = ? AND policy = ? AND mode = 'async' "
-        "AND list_contains(?, network) ORDER BY workers",
-        [model, policy, list(networks or [])],
+    """Figure, empty-state message and URL query for the selected curve."""
+    nets = network_names()
+    df = rows(model, hardware, mode, policy, networks)
+    title = f"{model} on {hardware} ({mode}, {policy})"
+    if not networks:
+        message = "No network selected: tick one or more networks above."
+    elif df.is_empty():
+        message = "No predictions for this model, hardware, mode and policy."
+    else:
+        message = ""
+    log = "log" in (logy or [])
+    fig = scaling_figure(df, title, metric, colors_for(nets), log)
+    query = search(
+        model=model,
+        hardware=hardware,
+        mode=mode,
+        policy=policy,
+        networks=NO_NETWORK if not networks else (None if set(networks) == set(nets) else networks),
+        metric=metric,
+        y="log" if log else None,
     )
-    return scaling_figure(df, f"{model} ({policy})", metric)
+    return fig, message, query
+
+
+register_export(
+    "scaling-export",
+    [
+        State("scaling-model", "value"),
+        State("scaling-hardware", "value"),
+        State("scaling-mode", "value"),
+        State("scaling-policy", "value"),
+        State("scaling-networks", "value"),
+    ],
+    rows,
+    lambda model, hardware, mode, policy, _n: f"sgdsim-scaling-{model}-{hardware}-{mode}-{policy}",
+)
+
+register_url_sync("scaling")

@@ -110,6 +110,14 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
                     "config/config.yaml, whose simulation.chrome_traces it inherits)"
                 )
     _check_validation(config, source, names)
+    cost = config.get("cost", {})
+    for key, table in (("hardware", "hardware"), ("networks", "networks")):
+        for name in cost.get(key, {}):
+            if name not in names[table]:
+                raise ConfigError(
+                    f"{source}: cost.{key}: {name!r} is not the name of a {table} entry "
+                    f"({', '.join(sorted(names[table]))}); fix the name or remove the price"
+                )
     sim = config.get("simulation", {})
     steps, warm = sim.get("steps_per_worker", 30), sim.get("warmup_steps", 3)
     if warm >= steps:

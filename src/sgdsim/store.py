@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -92,6 +94,20 @@ def _load_profiles(con: duckdb.DuckDBPyConnection, sources: Sequence[tuple[Path,
                 con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [file])
 
 
+def price_rows(config: dict[str, Any]) -> list[tuple[str, str, float, str]]:
+    """Rows of table ``prices`` from the config's ``cost:``: ``(kind, name,
+    per_node_hour, currency)``, kind ``hardware`` or ``network``; prices of 0
+    are left out (0 means not priced)."""
+    cost = config.get("cost") or {}
+    currency = str(cost.get("currency", "USD"))
+    return [
+        (kind, str(name), float(price), currency)
+        for kind, key in (("hardware", "hardware"), ("network", "networks"))
+        for name, price in sorted((cost.get(key) or {}).items())
+        if float(price) > 0
+    ]
+
+
 def publish(
     db_path: str | os.PathLike[str],
     tables_dirs: Sequence[Path],
@@ -113,7 +129,8 @@ def publish(
         prediction_files: Parquet files of predictions, a row per grid point.
         measurement_files: one-row Parquet files, one per measured validation run.
         testbed_prediction_files: one-row Parquet files, the predictions of those runs.
-        config_json: the validated config, stored in table ``runs``.
+        config_json: the validated config, stored in table ``runs``; its ``cost:``
+            fills table ``prices`` (see :func:`price_rows`).
         imported_dirs: tables directories written by ``sgdsim import``
             (see :func:`imported_tables_dirs`);
             ``profiles.source`` = ``'imported'``.
@@ -148,6 +165,9 @@ def publish(
                 "INSERT INTO runs VALUES (?, ?, ?)",
                 [datetime.now(UTC).replace(tzinfo=None), __version__, config_json],
             )
+            prices = price_rows(json.loads(config_json))
+            if prices:
+                con.executemany("INSERT INTO prices VALUES (?, ?, ?, ?)", prices)
             con.execute(sql_text("views.sql"))
             con.execute("CHECKPOINT")
         finally:

@@ -221,6 +221,15 @@ CREATE TABLE testbed_predictions (
     step_end_times   DOUBLE[][]         -- steady: per worker, every simulated step end, s since the window started
 );
 
+-- Price per node-hour of each hardware and network entry priced in the
+-- config's cost: (entries without a price are absent; none = no cost shown).
+CREATE TABLE prices (
+    kind          VARCHAR NOT NULL,  -- hardware | network
+    name          VARCHAR NOT NULL,  -- entry name
+    per_node_hour DOUBLE NOT NULL,   -- price of one node for one hour, in currency
+    currency      VARCHAR NOT NULL   -- cost.currency, e.g. USD
+);
+
 CREATE TABLE runs (
     created_utc TIMESTAMP NOT NULL,     -- when publish ran
     sgdsim_version VARCHAR NOT NULL,

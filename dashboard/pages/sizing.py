@@ -1,0 +1,169 @@
+"""Page: the sizing answer, best N per model × hardware × network for a mode and policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import polars as pl
+from dash import Input, Output, State, callback, dcc, html, no_update
+
+from dashboard.analysis import BOTTLENECKS, NEAR_PEAK, best_points
+from dashboard.data import distinct, fetch, network_names, pick, prices, search
+from dashboard.export import export_bar, register_export
+from dashboard.figures import sizing_heatmap
+from dashboard.ui import control, dropdown, fmt, register_url_sync, url_sync
+
+dash.register_page(__name__, path="/", name="Sizing", title="sgdsim: sizing", order=0)
+
+
+def rows(mode: str | None, policy: str | None) -> pl.DataFrame:
+    """Predictions of one mode and policy with the profile's PS task count."""
+    return fetch(
+        "SELECT p.*, coalesce(f.ps_tasks, 1) AS ps_tasks FROM predictions p "
+        "LEFT JOIN profiles f ON f.profile_id = p.hardware || '/' || p.model "
+        "WHERE p.mode = ? AND p.policy = ? ORDER BY model, hardware, network, workers",
+        [mode or "", policy or ""],
+    )
+
+
+def answer(mode: str | None, policy: str | None) -> pl.DataFrame:
+    """:func:`dashboard.analysis.best_points` of one mode and policy, priced."""
+    order = {n: i for i, n in enumerate(network_names())}
+    best = best_points(rows(mode, policy), prices()[0])
+    return best.sort(
+        "model", "hardware", pl.col("network").replace_strict(order, default=len(order))
+    )
+
+
+def detail_href(model: str, hardware: str, mode: str, policy: str) -> str:
+    """The Scaling page of one model and hardware (every network, for comparison)."""
+    return "/scaling" + search(model=model, hardware=hardware, mode=mode, policy=policy)
+
+
+def time_href(model: str, hardware: str, network: str, mode: str, policy: str) -> str:
+    """The Where-the-time-goes page of one curve."""
+    return "/time" + search(
+        model=model, hardware=hardware, network=network, mode=mode, policy=policy
+    )
+
+
+def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html.Div:
+    modes = distinct("mode")
+    policies = distinct("policy")
+    return html.Div(
+        [
+            *url_sync("sizing"),
+            dcc.Location(id="sizing-nav", refresh="callback-nav"),
+            html.H2("How many workers?"),
+            html.P(
+                "For each model, hardware and network: the best number of workers N (the "
+                f"smallest within {100 - 100 * NEAR_PEAK:.0f} % of the peak throughput: more "
+                "workers buy little), the throughput and parallel efficiency there, what "
+                "limits it, and the cost per million samples when the config prices nodes "
+                "(cost:). Click a cell for the scaling curve."
+            ),
+            html.Div(
+                [
+                    control("SGD mode", dropdown("sizing-mode", modes, pick(mode, modes))),
+                    control(
+                        "Transmission policy",
+                        dropdown("sizing-policy", policies, pick(policy, policies, "tf_default")),
+                    ),
+                ],
+                className="controls",
+            ),
+            dcc.Graph(id="sizing-heatmap", config={"displaylogo": False}),
+            html.Div(id="sizing-table"),
+            export_bar("sizing-export"),
+            html.Details(
+                [
+                    html.Summary("What the bottleneck names mean"),
+                    html.Ul([html.Li(f"{k}: {v}") for k, v in BOTTLENECKS.items()]),
+                ]
+            ),
+        ]
+    )
+
+
+def _table(best: pl.DataFrame, currency: str) -> html.Table:
+    priced = best["cost_per_m_samples"].is_not_null().any()
+    head = [
+        "model",
+        "hardware",
+        "network",
+        "best N",
+        "samples/s at best N",
+        "peak samples/s",
+        "efficiency",
+        "bottleneck",
+    ]
+    if priced:
+        head.append(f"cost per million samples ({currency})")
+    body = []
+    for r in best.iter_rows(named=True):
+        key = (r["model"], r["hardware"], r["network"], r["mode"], r["policy"])
+        href, where = (
+            detail_href(r["model"], r["hardware"], r["mode"], r["policy"]),
+            time_href(*key),
+        )
+        cells: list[Any] = [
+            dcc.Link(r["model"], href=href),
+            dcc.Link(r["hardware"], href=href),
+            dcc.Link(r["network"], href=href),
+            dcc.Link(str(r["best_workers"]), href=href, className="best-n"),
+            dcc.Link(f"{r['samples_per_s']:,.0f}", href=href),
+            dcc.Link(f"{r['peak_samples_per_s']:,.0f}", href=href),
+            dcc.Link(fmt(r["efficiency"], ".0%"), href=href),
+            dcc.Link(r["bottleneck"], href=where, title="where the time goes"),
+        ]
+        if priced:
+            cells.append(dcc.Link(fmt(r["cost_per_m_samples"], ",.3g"), href=href))
+        body.append(html.Tr([html.Td(c) for c in cells]))
+    return html.Table(
+        [html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(body)],
+        id="sizing-answer",
+        className="data",
+    )
+
+
+@callback(
+    Output("sizing-heatmap", "figure"),
+    Output("sizing-table", "children"),
+    Output("sizing-query", "data"),
+    Input("sizing-mode", "value"),
+    Input("sizing-policy", "value"),
+)
+def update_sizing(mode: str | None, policy: str | None) -> Any:
+    """Heatmap and table of the best N for the selected mode and policy; URL query."""
+    best = answer(mode, policy)
+    if best.is_empty():
+        table: Any = html.P("No predictions for this mode and policy.", id="sizing-empty")
+    else:
+        table = _table(best, prices()[1])
+    return sizing_heatmap(best, network_names()), table, search(mode=mode, policy=policy)
+
+
+@callback(
+    Output("sizing-nav", "href"),
+    Input("sizing-heatmap", "clickData"),
+    State("sizing-mode", "value"),
+    State("sizing-policy", "value"),
+    prevent_initial_call=True,
+)
+def open_detail(click: dict[str, Any] | None, mode: str, policy: str) -> Any:
+    """Go to the scaling detail of the clicked heatmap cell."""
+    if not click or not click.get("points"):
+        return no_update
+    model, _, hardware = str(click["points"][0]["y"]).rpartition(" · ")
+    return detail_href(model, hardware, mode, policy)
+
+
+register_export(
+    "sizing-export",
+    [State("sizing-mode", "value"), State("sizing-policy", "value")],
+    answer,
+    lambda mode, policy: f"sgdsim-sizing-{mode}-{policy}",
+)
+
+register_url_sync("sizing")
