@@ -23,6 +23,28 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _protocol_notes(protocols: set[str]) -> list[str]:
+    """How the points were measured, one paragraph per protocol present."""
+    notes = []
+    if "episodes" in protocols:
+        notes += [
+            "Episodes (`validation.protocol: episodes`): runs with N > 1 start the workers "
+            "at seeded random offsets (`validation.episodes`); measured steps/s is the mean "
+            "over episodes and ± their standard deviation (one episode: over sub-windows), "
+            "and the prediction simulates the same offsets.",
+            "",
+        ]
+    if "steady" in protocols:
+        notes += [
+            "Steady state (`validation.protocol: steady`): the workers start as a training "
+            "job's do and run until the batch-means estimate converges "
+            "(`validation.steady`); ± is the batch rates' standard deviation, and the "
+            "prediction simulates until the same rule holds.",
+            "",
+        ]
+    return notes
+
+
 def policy_gain_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
     """Write the gain of each transmission policy over ``fifo_random`` per model and network.
 
@@ -119,6 +141,13 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             WHERE status <> 'ok' ORDER BY ALL
             """
         ).fetchall()
+        protocols = {
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT coalesce(protocol, 'episodes') FROM measurements "
+                "WHERE status = 'ok'"
+            ).fetchall()
+        }
     finally:
         con.close()
     text = [
@@ -186,12 +215,9 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                 ],
             ),
             "",
-            "Runs with N > 1 are measured in episodes, each starting the workers at seeded "
-            "random offsets (`validation.episodes`); measured steps/s is their mean and ± their "
-            "standard deviation (one episode: over sub-windows), and the prediction simulates "
-            "the same offsets. CPU busy / stolen: share of this machine's CPU time that was "
-            "busy, and that the hypervisor took for other tenants, over the measured window "
-            "(`/proc/stat`).",
+            *_protocol_notes(protocols),
+            "CPU busy / stolen: share of this machine's CPU time that was busy, and that the "
+            "hypervisor took for other tenants, over the measured window (`/proc/stat`).",
         ]
         if any(r[10] for r in points):
             text += ["", "Points marked loopback ran unshaped on 127.0.0.1 (no root)."]
