@@ -118,22 +118,14 @@ class PSLink:
             (the caller must ask :meth:`next_departure` again); False if the
             next departure is unchanged.
         """
-        k = self.active_conns
-        if k:  # advance the clocks to now (as _advance, inlined: the inner loop)
-            dt = now - self.t
-            if self.capacity / k < self.max_rate:
-                self.g += dt * self.capacity / k
-            else:
-                self.g += dt * self.max_rate
-            self.busy_s += dt
-        self.t = now
+        self._advance(now)
         c = self._conns.get(conn)
         if c is None:
             c = self._conns[conn] = _Conn()
         flows = c.flows
         flows.append((size_bytes, payload))
         if len(flows) == 1:
-            self.active_conns = k + 1
+            self.active_conns += 1
             c.head_end = self.g + size_bytes
             c.version += 1
             heapq.heappush(self._heap, (c.head_end, self._seq, conn, c.version))
