@@ -424,6 +424,28 @@ def test_pulls_aggregated_per_gate_give_the_per_tensor_figures(policy, monkeypat
     assert aggregated_events < per_tensor_events
 
 
+@pytest.mark.parametrize("policy", ["tictac", "p3", "bytescheduler", "prophet"])
+def test_segment_chains_give_the_figures_of_one_event_per_segment(policy):
+    # Without a trace a worker runs the segments that follow without pushes or
+    # waiting pulls as one chain (one event); with a trace every segment is an
+    # event. Same event order otherwise, so the figures must be bit-identical.
+    chained = per_segment = 0
+    for seed, n in itertools.product(range(3), (1, 3, 8)):
+        w = _random_workload(seed)
+        kw = {"policy": policy, "seed": seed, "pull_gap_s": 3e-4 if policy == "tictac" else 0.0}
+        log_c: list[list[float]] = []
+        run = simulate_async(w, Network(2e7, 1e-4), n, 6, 1, step_log=log_c, **kw)
+        log_s: list[list[float]] = []
+        ref = simulate_async(w, Network(2e7, 1e-4), n, 6, 1, step_log=log_s, trace=[], **kw)
+        assert log_c == log_s
+        assert dataclasses.replace(run, events=0, wall_s=0) == dataclasses.replace(
+            ref, events=0, wall_s=0
+        )
+        chained += run.events
+        per_segment += ref.events
+    assert chained < per_segment
+
+
 def _long_push_runs(seed: int) -> Workload:
     # the shape of a profiled CNN step: many segments, pulls of 4 B to 4 MB (some
     # empty), pushes issued through the backward half several to a segment,

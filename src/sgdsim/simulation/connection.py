@@ -102,10 +102,11 @@ class Connection:
         """Put ``unit`` on the network at ``now``."""
         self.since = now
         ps = self.ps
-        ps.on_wire[self.direction] += 1
+        d = self.direction
+        ps.on_wire[d] += 1
         m = self.model
-        node = m.node_host(unit[1])
-        if self.direction == DOWN:
+        node = m.hosts[unit[1]]
+        if d == DOWN:
             m.topology.transfer(now, ps.shard, node, unit[0], unit, self)
         else:
             m.topology.transfer(now, node, ps.shard, unit[0], unit, self)
@@ -113,17 +114,18 @@ class Connection:
     def on_arrival(self, now: float, unit: Unit) -> None:
         """``unit`` has arrived at ``now``: deliver it and send the next one."""
         self.busy = False
-        self.ps.on_wire[self.direction] -= 1
+        d = self.direction
+        self.ps.on_wire[d] -= 1
         queue = self.queue
         queue.done(unit)
         m = self.model
         _, w, step, items = unit
         if m.trace is not None:
-            kind = PULL if self.direction == DOWN else PUSH
+            kind = PULL if d == DOWN else PUSH
             rec: Any = (kind, w, items[0][0], self.since, now)
             m.trace.append((*rec, self.ps.shard) if m.sharded else rec)
         worker = m.workers[w]
-        if self.direction == DOWN:
+        if d == DOWN:
             worker.pulls_arrived(now, step, items)
             if m.pull_gap_s > 0 and len(queue):
                 self.busy = True  # the next pull waits for the control message

@@ -58,9 +58,12 @@ class Simulation:
         """Run events until none is left; returns the time of the last one (s)."""
         heap = self._heap
         pop = heapq.heappop
+        popped = len(heap) - self._seq  # + the sequence number at the end
+        stale = 0
         while heap:
             now, _, _, action, arg = pop(heap)
             self.now = now
-            if not action(now, arg):
-                self.events += 1
+            if action(now, arg):
+                stale += 1
+        self.events += popped + self._seq - stale
         return self.now

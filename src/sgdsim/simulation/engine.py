@@ -83,6 +83,8 @@ class StepPlan:
         n_gating: pushes that hold the step's end.
         base_pending: (S + 1,) pulls gated on each segment; ``base_pieces``: (P,) units per pull.
         stage_budget: (S + 1,) Prophet's block budget after each push slot, bytes.
+        n_seg, n_pull: S and P.
+        pull_items, push_items: per tensor and unit, the unit's items ``((tensor, unit),)``.
         shuffle: a fresh random pull order every step (``fifo_random``).
         latency_s, pull_start_s, overhead_s: as the workload and network give them.
     """
@@ -111,13 +113,10 @@ class StepPlan:
     pull_start_s: float
     overhead_s: float
 
-    @property
-    def n_seg(self) -> int:
-        return len(self.seg_dur)
-
-    @property
-    def n_pull(self) -> int:
-        return len(self.pull_gate)
+    n_seg: int
+    n_pull: int
+    pull_items: list[list[tuple[tuple[int, int]]]]
+    push_items: list[list[tuple[tuple[int, int]]]]
 
     @classmethod
     def build(
@@ -176,6 +175,10 @@ class StepPlan:
             latency_s=network.latency_s,
             pull_start_s=workload.pull_start_s,
             overhead_s=workload.overhead_s,
+            n_seg=n_seg,
+            n_pull=len(pull_gate),
+            pull_items=[[((t, i),) for i in range(len(x))] for t, x in enumerate(pull_pieces)],
+            push_items=[[((t, i),) for i in range(len(x))] for t, x in enumerate(push_pieces)],
         )
 
 
@@ -240,11 +243,12 @@ class AsyncPSModel:
     """
 
     __slots__ = (
-        "_conns",
         "_start_offsets",
         "_t1",
+        "conns",
         "cores",
         "fifo",
+        "hosts",
         "join_delay_s",
         "plan",
         "ps",
@@ -298,9 +302,11 @@ class AsyncPSModel:
         # a node's cores are modelled when workers share them or the pull gap runs on them
         n_cores = n_nodes if self.shared_cpu else 0
         self.cores = [NodeCores(self.sim, compute_slots) for _ in range(n_cores)]
+        # the topology's host of each worker's node
+        self.hosts = [shards + w // workers_per_node for w in range(workers)]
         self.ps = [ParameterServer(s) for s in range(shards)]
         self.workers = [Worker(self, w) for w in range(workers)]
-        self._conns = [self._connections(d, spec, workers) for d in (DOWN, UP)]
+        self.conns = [self._connections(d, spec, workers) for d in (DOWN, UP)]
         self._start_offsets = start_offsets_s
         self._t1 = t1
 
@@ -313,11 +319,11 @@ class AsyncPSModel:
 
     def connection(self, d: int, shard: int, w: int) -> Connection:
         """Worker ``w``'s connection to ``shard`` in direction ``d``."""
-        return self._conns[d][shard][w]
+        return self.conns[d][shard][w]
 
     def node_host(self, w: int) -> int:
         """The topology's host of worker ``w``'s node."""
-        return len(self.ps) + w // self.workers_per_node
+        return self.hosts[w]
 
     def cores_of(self, w: int) -> NodeCores:
         """The cores of worker ``w``'s node."""

@@ -122,11 +122,14 @@ class PSLink:
         c = self._conns.get(conn)
         if c is None:
             c = self._conns[conn] = _Conn()
-        c.flows.append((size_bytes, payload))
-        if len(c.flows) == 1:
+        flows = c.flows
+        flows.append((size_bytes, payload))
+        if len(flows) == 1:
             self.active_conns += 1
             c.head_end = self.g + size_bytes
-            self._schedule(conn, c)
+            c.version += 1
+            heapq.heappush(self._heap, (c.head_end, self._seq, conn, c.version))
+            self._seq += 1
             return True
         return False
 

@@ -89,35 +89,39 @@ class StarTopology:
         self.links = links
         self._ports = [_Port(sim, link) for link in links]
         self._departs = [self._depart_down, self._depart_up]
-        self._deferred: set[int] | None = None
+        self._deferred = 0  # during an arrival: bit d set if link d must be rescheduled
 
     def transfer(
         self, now: float, src: int, dst: int, size_bytes: float, unit: Any, conn: Receiver
     ) -> None:
         """A flow of ``size_bytes`` from host ``src`` to host ``dst`` joins connection
         ``conn`` at ``now`` (s); ``conn.on_arrival(t, unit)`` when its last byte arrives."""
-        d = DOWN if src < self.shards else UP
+        shards = self.shards
+        d = DOWN if src < shards else UP
         link = self.links[d]
-        if self.shards > 1:
+        if shards > 1:
             route = (src, dst) if d == DOWN else (dst, src)
             link.add(now, size_bytes, (conn, unit), conn, route)
         else:
             link.add(now, size_bytes, (conn, unit), conn)
-        if self._deferred is None:
-            self._ports[d].reschedule(self._departs[d])
+        if self._deferred:
+            self._deferred |= 1 << d
         else:
-            self._deferred.add(d)
+            self._ports[d].reschedule(self._departs[d])
 
     def _depart(self, d: int, now: float, version: int) -> bool:
         port = self._ports[d]
         if version != port.version:
             return True  # stale: the link changed since
         (conn, unit), _, _ = port.link.pop_next(now)
-        self._deferred = deferred = {d}
+        self._deferred = 1 << d
         conn.on_arrival(now, unit)
-        for li in sorted(deferred):
-            self._ports[li].reschedule(self._departs[li])
-        self._deferred = None
+        deferred = self._deferred
+        self._deferred = 0
+        if deferred & 1:  # in link order, DOWN first
+            self._ports[DOWN].reschedule(self._depart_down)
+        if deferred & 2:
+            self._ports[UP].reschedule(self._depart_up)
         return False
 
     def _depart_down(self, now: float, version: int) -> bool:

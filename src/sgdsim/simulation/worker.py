@@ -63,6 +63,7 @@ class Worker:
 
     __slots__ = (
         "busy_s",
+        "chain_end",
         "cur",
         "ending",
         "gating_left",
@@ -93,6 +94,7 @@ class Worker:
         self.stage = 0  # latest push slot fired (Prophet's block budget)
         self.busy_s = 0.0
         self.seg_start = 0.0
+        self.chain_end = 0  # last segment of the running chain
         self.step_ends: list[float] = []
 
     # -- step start and end --------------------------------------------------------
@@ -146,24 +148,49 @@ class Worker:
     # -- compute -------------------------------------------------------------------
 
     def try_start(self, now: float) -> None:
-        """Start segment ``seg`` if idle and every pull it needs has arrived."""
+        """Start segment ``seg`` if idle and every pull it needs has arrived.
+
+        On a worker's own cores (no sharing, no trace) the segment runs as a
+        chain with the following ones that start the moment it ends without
+        touching anything else: no pushes after it (their slot is empty) and
+        every pull they read already here. One event at the chain's end stands
+        for the chain; its end time is summed segment by segment, as the
+        events would have found it, and nothing between reads the worker's
+        segment (a pull arriving meanwhile is gated on a later one).
+        """
         s = self.seg
         m = self.model
-        if not self.running and s < m.plan.n_seg and self.cur.gate[s] == 0:
+        plan = m.plan
+        if not self.running and s < plan.n_seg and self.cur.gate[s] == 0:
             self.running = True
             self.seg_start = now
-            dur = m.plan.seg_dur[s]
+            dur = plan.seg_dur[s]
             if m.shared_cpu:
                 m.cores_of(self.index).run(now, dur, self.segment_done, self.index)
-            else:
-                m.sim.schedule(now + dur, SEG_END, self.segment_done)
+                return
+            end = now + dur
+            if m.trace is None:
+                gate, after, seg_dur = self.cur.gate, plan.pushes_after, plan.seg_dur
+                last = plan.n_seg - 1
+                while s < last and not after[s + 1] and gate[s + 1] == 0:
+                    s += 1
+                    end += seg_dur[s]
+            self.chain_end = s
+            m.sim.schedule(end, SEG_END, self.segment_done)
 
     def segment_done(self, now: float, _: Any = None) -> None:
-        """Segment ``seg`` has ended: push its gradients, go on to the next."""
+        """Segment ``seg`` (or the chain up to ``chain_end``) has ended: push the
+        gradients of the last one, go on to the next."""
         m = self.model
         self.running = False
         s = self.seg
-        self.busy_s += m.plan.seg_dur[s]
+        seg_dur = m.plan.seg_dur
+        if m.shared_cpu:
+            self.busy_s += seg_dur[s]
+        else:
+            for j in range(s, self.chain_end + 1):
+                self.busy_s += seg_dur[j]
+            s = self.chain_end
         if m.trace is not None:
             m.trace.append((COMPUTE, self.index, s, self.seg_start, now))
         self.issue_pushes(now, s + 1)
@@ -202,17 +229,17 @@ class Worker:
 
     def _enqueue(self, d: int, t: int, step: int, pieces: Any) -> Connection:
         """Put pieces of tensor ``t`` (pull or push) on their connection; return it."""
-        m, plan = self.model, self.model.plan
+        m, plan, w = self.model, self.model.plan, self.index
         if d == DOWN:
-            conn = m.connection(DOWN, plan.pull_shard[t], self.index)
-            sizes, prio = plan.pull_pieces[t], plan.pull_prio[t]
+            conn = m.conns[DOWN][plan.pull_shard[t]][w]
+            sizes, prio, items = plan.pull_pieces[t], plan.pull_prio[t], plan.pull_items[t]
         else:
-            conn = m.connection(UP, plan.push_shard[t], self.index)
-            sizes, prio = plan.push_pieces[t], plan.push_prio[t]
+            conn = m.conns[UP][plan.push_shard[t]][w]
+            sizes, prio, items = plan.push_pieces[t], plan.push_prio[t], plan.push_items[t]
         key = (prio,) if m.fifo else (step, prio)
-        q, w = conn.queue, self.index
+        put = conn.queue.put
         for i in pieces:
-            q.put(key, (sizes[i], w, step, ((t, i),)))
+            put(key, (sizes[i], w, step, items[i]))
         return conn
 
     def pulls_arrived(self, now: float, step: int, items: Items) -> None:
