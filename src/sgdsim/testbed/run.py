@@ -321,7 +321,6 @@ def run_async_measurement(
     env = child_env()
     testbed: Testbed | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    names = ["ps", *(f"w{k}" for k in range(workers))]
     background = background_busy()
     if background is not None and background > 0.2:
         log(
@@ -329,20 +328,9 @@ def run_async_measurement(
             "load takes cores from the measured processes (stop it for a clean measurement)"
         )
     try:
-        if loopback:
-            ports = free_ports(len(names))
-            addr = {h: f"127.0.0.1:{p}" for h, p in zip(names, ports, strict=True)}
-            where = "loopback 127.0.0.1"
-        else:
-            testbed = Testbed(
-                workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
-            )
-            addr = {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}
-            rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
-            where = (
-                f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, "
-                f"MTU {mtu}, {queue} queue of {testbed.queue_limit_bytes} bytes)"
-            )
+        testbed, addr, where = open_hosts(
+            workers, bandwidth_bps, latency_s, loopback, mtu, queue, buffer_bytes
+        )
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
@@ -474,6 +462,40 @@ def run_async_measurement(
         f"{result.drops} packets dropped by the shapers; CPU {cpu_text}"
     )
     return result
+
+
+def open_hosts(
+    workers: int,
+    bandwidth_bps: float | None,
+    latency_s: float,
+    loopback: bool,
+    mtu: int,
+    queue: str,
+    buffer_bytes: int | None,
+) -> tuple[Testbed | None, dict[str, str], str]:
+    """The PS's and workers' addresses (``host:port`` by host name ``ps``, ``w0``, …)
+    on a new :class:`Testbed`, or on free loopback ports with ``loopback``.
+
+    Returns:
+        The testbed (None on loopback; the caller closes it), the addresses and
+        a one-line description of the network for the log.
+
+    Raises:
+        TestbedUnavailable: not loopback and the testbed cannot run here.
+    """
+    names = ["ps", *(f"w{k}" for k in range(workers))]
+    if loopback:
+        ports = free_ports(len(names))
+        return None, {h: f"127.0.0.1:{p}" for h, p in zip(names, ports, strict=True)}, "loopback"
+    testbed = Testbed(
+        workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
+    )
+    rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
+    where = (
+        f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, "
+        f"MTU {mtu}, {queue} queue of {testbed.queue_limit_bytes} bytes)"
+    )
+    return testbed, {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}, where
 
 
 def all_exist(paths: Sequence[Path]) -> bool:

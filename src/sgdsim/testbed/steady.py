@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from sgdsim.io import atomic_path
-from sgdsim.profiling.procs import free_ports, spawn, stop
+from sgdsim.profiling.procs import spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.protocol import (
@@ -32,12 +32,12 @@ from sgdsim.protocol import (
 )
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
 from sgdsim.testbed.run import (
-    TESTBED_PORT,
     CpuSampler,
     MeasurementResult,
     background_busy,
     child_env,
     log,
+    open_hosts,
     wait_workers,
 )
 
@@ -112,7 +112,6 @@ def run_steady_measurement(
     env = child_env()
     testbed: Testbed | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    names = ["ps", *(f"w{k}" for k in range(workers))]
     background = background_busy()
     if background is not None and background > 0.2:
         log(
@@ -121,19 +120,9 @@ def run_steady_measurement(
         )
     decided: list[SteadyEstimate] = []
     try:
-        if loopback:
-            addr = dict(zip(names, (f"127.0.0.1:{p}" for p in free_ports(len(names))), strict=True))
-            where = "loopback 127.0.0.1"
-        else:
-            testbed = Testbed(
-                workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
-            )
-            addr = {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}
-            rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
-            where = (
-                f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, MTU {mtu}, "
-                f"{queue} queue of {testbed.queue_limit_bytes} bytes)"
-            )
+        testbed, addr, where = open_hosts(
+            workers, bandwidth_bps, latency_s, loopback, mtu, queue, buffer_bytes
+        )
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
