@@ -232,53 +232,80 @@ def simulate_async(
         pull_gap_s,
         start_offsets_s,
     )
-    pol = get_policy(policy)
-    spec = pol.spec(
-        PolicySizes(p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes)
-    )
-    serial_gap = pull_gap_s > 0 and pol.serial_pulls
-    if serial_gap:
-        spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     wall0 = time.perf_counter()
-    fast = not serial_gap and not link_quantum_bytes and not pull_join_delay_s
-    if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
-        raw = FastFifoRun(
-            workload,
-            network,
-            workers,
-            steps_per_worker,
-            policy,
-            seed,
-            start_offsets_s,
-            trace,
-            workers_per_node,
-            ps_discipline,
-            compute_slots,
-        ).run()
-    else:
-        raw = AsyncPSModel(
-            workload,
-            network,
-            workers,
-            steps_per_worker,
-            policy,
-            spec,
-            seed,
-            pull_issue_order(workload, policy),
-            start_offsets_s,
-            single_step_estimate(workload, network),
-            trace,
-            workers_per_node,
-            ps_discipline,
-            compute_slots,
-            link_quantum_bytes,
-            pull_join_delay_s,
-        ).run()
+    raw = _run_model(
+        workload, network, workers, steps_per_worker, policy, seed, start_offsets_s, trace,
+        workers_per_node, ps_discipline, compute_slots, link_quantum_bytes, pull_join_delay_s,
+        pull_gap_s, pull_gap_cpu,
+        PolicySizes(p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes),
+    )  # fmt: skip
     if step_log is not None:
         step_log.extend(raw.step_ends)
     if nic_stats is not None:
         nic_stats.update(raw.nic)
     return _summarize(raw, workload, policy, seed, steps_per_worker, warmup_steps, wall0)
+
+
+def _run_model(
+    workload: Workload,
+    network: Network,
+    workers: int,
+    steps_per_worker: int,
+    policy: str,
+    seed: int,
+    start_offsets_s: Sequence[float] | None,
+    trace: list[TraceRecord] | None,
+    workers_per_node: int,
+    ps_discipline: str,
+    compute_slots: float,
+    link_quantum_bytes: float,
+    pull_join_delay_s: float,
+    pull_gap_s: float,
+    pull_gap_cpu: bool,
+    sizes: PolicySizes,
+) -> RawRun:
+    """One run of the step model that serves this configuration (arguments as
+    :func:`simulate_async`, checked there): the bulk :class:`FastFifoRun` for
+    whole-tensor FIFO policies on one PS without pull gap, quantum or join
+    delay, :class:`AsyncPSModel` otherwise."""
+    pol = get_policy(policy)
+    spec = pol.spec(sizes)
+    serial_gap = pull_gap_s > 0 and pol.serial_pulls
+    if serial_gap:
+        spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
+    fast = not serial_gap and not link_quantum_bytes and not pull_join_delay_s
+    if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
+        return FastFifoRun(
+            workload,
+            network,
+            workers,
+            steps_per_worker,
+            policy,
+            seed,
+            start_offsets_s,
+            trace,
+            workers_per_node,
+            ps_discipline,
+            compute_slots,
+        ).run()
+    return AsyncPSModel(
+        workload,
+        network,
+        workers,
+        steps_per_worker,
+        policy,
+        spec,
+        seed,
+        pull_issue_order(workload, policy),
+        start_offsets_s,
+        single_step_estimate(workload, network),
+        trace,
+        workers_per_node,
+        ps_discipline,
+        compute_slots,
+        link_quantum_bytes,
+        pull_join_delay_s,
+    ).run()
 
 
 def _check_args(
