@@ -205,11 +205,11 @@ def tables(db: str, timeout_s: float, memory_limit: str) -> None:
 )
 @click.option(
     "--schema",
-    default="workflow/schemas/config.schema.yaml",
-    show_default=True,
+    default=None,
     type=click.Path(dir_okay=False),
+    help="JSON schema to check against (default: the one sgdsim ships).",
 )
-def check_config_cmd(configfiles: tuple[str, ...], base: str, schema: str) -> None:
+def check_config_cmd(configfiles: tuple[str, ...], base: str, schema: str | None) -> None:
     """Check config files as `snakemake --configfile FILE` would use them, in one line.
 
     Names the file, line and column of a YAML syntax error and the key path of

@@ -295,9 +295,10 @@ def validate_config(config: Any, schema: dict[str, Any], source: str = "config")
 def check_config_files(
     paths: list[str | os.PathLike[str]],
     base: str | os.PathLike[str] = "config/config.yaml",
-    schema_path: str | os.PathLike[str] = "workflow/schemas/config.schema.yaml",
+    schema_path: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Check config files as the pipeline would use them: ``base`` merged with each of ``paths``.
+    """Check config files as the pipeline would use them: ``base`` merged with each of ``paths``,
+    against ``schema_path`` (default: the packaged :func:`schema`).
 
     Returns:
         The merged configuration.
@@ -306,9 +307,9 @@ def check_config_files(
         ConfigError: a file cannot be read or parsed (file, line, column), or
             the merged configuration is invalid (key path and fix).
     """
-    schema = load_yaml(schema_path)
+    rules = schema() if schema_path is None else load_yaml(schema_path)
     config = load_yaml(base)
     for p in paths:
         config = merge(config, load_yaml(p))
-    validate_config(config, schema, " + ".join(str(p) for p in [base, *paths]))
+    validate_config(config, rules, " + ".join(str(p) for p in [base, *paths]))
     return config

@@ -321,12 +321,7 @@ def run_async_measurement(
     env = child_env()
     testbed: Testbed | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    background = background_busy()
-    if background is not None and background > 0.2:
-        log(
-            f"warning: this machine was {background:.0%} busy before the run started; other "
-            "load takes cores from the measured processes (stop it for a clean measurement)"
-        )
+    background = warn_if_busy()
     try:
         testbed, addr, where = open_hosts(
             workers, bandwidth_bps, latency_s, loopback, mtu, queue, buffer_bytes
@@ -462,6 +457,18 @@ def run_async_measurement(
         f"{result.drops} packets dropped by the shapers; CPU {cpu_text}"
     )
     return result
+
+
+def warn_if_busy() -> float | None:
+    """This machine's busy CPU share over one second (:func:`background_busy`),
+    logged as a warning above 20 %: other load takes cores from a measurement."""
+    background = background_busy()
+    if background is not None and background > 0.2:
+        log(
+            f"warning: this machine was {background:.0%} busy before the run started; other "
+            "load takes cores from the measured processes (stop it for a clean measurement)"
+        )
+    return background
 
 
 def open_hosts(

@@ -34,11 +34,11 @@ from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
 from sgdsim.testbed.run import (
     CpuSampler,
     MeasurementResult,
-    background_busy,
     child_env,
     log,
     open_hosts,
     wait_workers,
+    warn_if_busy,
 )
 
 
@@ -112,12 +112,7 @@ def run_steady_measurement(
     env = child_env()
     testbed: Testbed | None = None
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    background = background_busy()
-    if background is not None and background > 0.2:
-        log(
-            f"warning: this machine was {background:.0%} busy before the run started; other "
-            "load takes cores from the measured processes (stop it for a clean measurement)"
-        )
+    background = warn_if_busy()
     decided: list[SteadyEstimate] = []
     try:
         testbed, addr, where = open_hosts(
