@@ -65,9 +65,18 @@ def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any
 
 
 def grid_points(config: dict[str, Any]) -> list[tuple[str, str, int]]:
-    """Every (policy, mode, N) of the grid, in the order a batch simulates them."""
+    """Every (policy, mode, N) of the grid, in the order a batch simulates them.
+
+    ``allreduce`` points take the config's ``fusions`` in place of its policies
+    (a transmission policy orders parameter-server transfers; an all-reduce's
+    schedule is its fusion rule)."""
     cfg = with_defaults(config)
-    return [(p, m, int(n)) for p in cfg["policies"] for m in cfg["modes"] for n in cfg["workers"]]
+    return [
+        (p, m, int(n))
+        for m in cfg["modes"]
+        for p in (cfg["fusions"] if m == "allreduce" else cfg["policies"])
+        for n in cfg["workers"]
+    ]
 
 
 def simulate_stage(
@@ -94,8 +103,6 @@ def simulate_stage(
     points = grid_points(cfg)
     rows = []
     for policy, mode, n in progress(points, desc=f"[simulate] {network.name}", unit="point"):
-        if mode != "async":
-            raise ConfigError(f"config: modes: {mode!r} is not implemented; use async")
         rows.append(
             {
                 "model": wildcards["model"],
@@ -107,7 +114,7 @@ def simulate_stage(
                 "batch_size": workload.batch_size,
                 "workers_per_node": params.workers_per_node,
                 "ps_discipline": params.ps_discipline,
-                **predict_point(workload, network, n, policy, params),
+                **predict_point(workload, network, n, policy, params, mode=mode),
             }
         )
     with atomic_path(out_path) as tmp:

@@ -22,6 +22,7 @@ from sgdsim.simulation.bounds import (
 )
 from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.policies import PolicySizes, get_policy
+from sgdsim.simulation.sync import CollectiveSettings
 from sgdsim.simulation.workload import Network, Workload
 
 #: Rounds of the damped fixed-point iteration of the testbed's compute slots.
@@ -48,6 +49,7 @@ class SimParams:
             network costs that node (0 outside the testbed).
         pull_join_delay_s: seconds a step that starts on a busy PS waits
             (measured on the testbed; 0 elsewhere).
+        collective: settings of the ``allreduce`` mode.
     """
 
     steps_per_worker: int
@@ -60,12 +62,14 @@ class SimParams:
     ps_with_workers: bool = False
     network_cpu_s_per_byte: float = 0.0
     pull_join_delay_s: float = 0.0
+    collective: CollectiveSettings = field(default_factory=CollectiveSettings)
 
     @classmethod
     def from_config(cls, config: dict[str, Any], **overrides: Any) -> SimParams:
         """From a config whose defaults are filled (Snakemake's ``validate`` or
         :func:`sgdsim.config.with_defaults`): ``seed`` and ``simulation.*``."""
         sim = config["simulation"]
+        ar = sim["allreduce"]
         params = cls(
             steps_per_worker=int(sim["steps_per_worker"]),
             warmup_steps=int(sim["warmup_steps"]),
@@ -77,6 +81,14 @@ class SimParams:
                 float(sim["p3_slice_bytes"]),
                 float(sim["bytescheduler_partition_bytes"]),
                 float(sim["bytescheduler_credit_bytes"]),
+            ),
+            collective=CollectiveSettings(
+                algorithm=str(ar["algorithm"]),
+                bucket_bytes=float(ar["bucket_bytes"]),
+                first_bucket_bytes=float(ar["first_bucket_bytes"]),
+                horovod_fusion_bytes=float(ar["horovod_fusion_bytes"]),
+                horovod_cycle_s=float(ar["horovod_cycle_s"]),
+                message_overhead_s=float(ar["message_overhead_s"]),
             ),
         )
         return dataclasses.replace(params, **overrides)
@@ -100,6 +112,7 @@ def predict_point(
     policy: str,
     params: SimParams,
     *,
+    mode: str = "async",
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     episodes: tuple[float, float, int] | None = None,
     steady: Any = None,
@@ -128,8 +141,10 @@ def predict_point(
         workload: the calibrated single-worker step.
         network: what the simulator sees of the network (see :func:`grid_network`).
         workers: N ≥ 1.
-        policy: a registered policy name.
+        policy: a registered policy name (``async``, ``sync_ps``) or, in
+            ``allreduce`` mode, a fusion rule (:data:`~sgdsim.simulation.sync.FUSIONS`).
         params: every other knob.
+        mode: ``async``, ``sync_ps`` or ``allreduce``.
         start_offsets_s: (R, N) start offsets, seconds: R runs from these
             instead of ``params.replications`` seeded random ones.
         episodes: (``warmup_s``, ``duration_s``, ``min_steps``): with
@@ -144,6 +159,8 @@ def predict_point(
     Raises:
         ValueError: bad N, policy or parameters (see :func:`simulate_async`).
     """
+    if mode != "async":
+        raise ValueError(f"mode {mode!r} is not simulated yet; use async")
     pol = get_policy(policy)
     gap = workload.rpc_rtt_s + 2 * network.latency_s
     kw: dict[str, Any] = {
