@@ -22,7 +22,7 @@ from sgdsim.simulation.bounds import (
 )
 from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.policies import PolicySizes, get_policy
-from sgdsim.simulation.sync import CollectiveSettings
+from sgdsim.simulation.sync import MODES, CollectiveSettings, simulate
 from sgdsim.simulation.workload import Network, Workload
 
 #: Rounds of the damped fixed-point iteration of the testbed's compute slots.
@@ -159,20 +159,10 @@ def predict_point(
     Raises:
         ValueError: bad N, policy or parameters (see :func:`simulate_async`).
     """
-    if mode != "async":
-        raise ValueError(f"mode {mode!r} is not simulated yet; use async")
-    pol = get_policy(policy)
-    gap = workload.rpc_rtt_s + 2 * network.latency_s
-    kw: dict[str, Any] = {
-        "policy": policy,
-        "seed": params.seed,
-        "workers_per_node": params.workers_per_node,
-        "ps_discipline": params.ps_discipline,
-        "pull_gap_s": gap,
-        "pull_gap_cpu": params.ps_with_workers,
-        "pull_join_delay_s": params.pull_join_delay_s,
-        **dataclasses.asdict(params.sizes),
-    }
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    serial = mode != "allreduce" and get_policy(policy).serial_pulls
+    kw = _sim_kwargs(workload, network, policy, params, mode)
 
     estimates: list[Any] = []  # the steady-state estimate of the last run
     sim_log: list[list[float]] = []
@@ -195,6 +185,11 @@ def predict_point(
                 workload, network, workers, start_offsets_s, warmup_s, duration_s, min_steps,
                 compute_slots=slots, **kw,
             )  # fmt: skip
+        if mode != "async":
+            return simulate(
+                workload, network, workers, params.steps_per_worker, params.warmup_steps,
+                compute_slots=slots, **kw,
+            )  # fmt: skip
         return simulate_async_replicated(
             workload,
             network,
@@ -209,7 +204,7 @@ def predict_point(
         )
 
     cpu_net = params.network_cpu_s_per_byte
-    shared = params.workers_per_node > 1 or (params.ps_with_workers and pol.serial_pulls)
+    shared = params.workers_per_node > 1 or (params.ps_with_workers and serial)
     slots = compute_slots(workload)
     r = run(slots)
     if shared and params.ps_with_workers:
@@ -222,12 +217,14 @@ def predict_point(
             x = 0.5 * (x + r.steps_per_s)
     row = dataclasses.asdict(r)
     row["sim_wall_s"] = row.pop("wall_s")
-    bound = cpu_bound_steps_per_s(
-        workload, workers, params.workers_per_node, params.ps_with_workers, cpu_net
-    )
+    bound = math.inf
+    if mode != "allreduce":  # the bound's CPU is the parameter server's and its clients'
+        bound = cpu_bound_steps_per_s(
+            workload, workers, params.workers_per_node, params.ps_with_workers, cpu_net
+        )
     row["sim_steps_per_s"] = r.steps_per_s
     row["cpu_bound_steps_per_s"] = None if math.isinf(bound) else bound
-    row["pull_gap_s"] = gap
+    row["pull_gap_s"] = kw["pull_gap_s"]
     row["compute_slots"] = slots if shared else None
     if bound < r.steps_per_s:
         row["steps_per_s"] = bound
@@ -238,3 +235,22 @@ def predict_point(
         est = estimates[-1]
         row |= steady_columns(est, [[t - est.start for t in e] for e in sim_log])
     return row
+
+
+def _sim_kwargs(
+    workload: Workload, network: Network, policy: str, params: SimParams, mode: str
+) -> dict[str, Any]:
+    """The simulator's keyword arguments of a point (see :func:`predict_point`)."""
+    kw: dict[str, Any] = {
+        "policy": policy,
+        "seed": params.seed,
+        "workers_per_node": params.workers_per_node,
+        "ps_discipline": params.ps_discipline,
+        "pull_gap_s": workload.rpc_rtt_s + 2 * network.latency_s,
+        "pull_gap_cpu": params.ps_with_workers,
+        "pull_join_delay_s": params.pull_join_delay_s,
+        **dataclasses.asdict(params.sizes),
+    }
+    if mode != "async":
+        kw |= {"mode": mode, "collective": params.collective}
+    return kw

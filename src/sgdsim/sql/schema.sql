@@ -101,19 +101,19 @@ CREATE TABLE predictions (
     network          VARCHAR NOT NULL,  -- network entry of the config
     bandwidth_bps    DOUBLE NOT NULL,   -- NIC capacity per direction, bit/s
     latency_s        DOUBLE NOT NULL,   -- per-message latency
-    mode             VARCHAR NOT NULL,  -- async
+    mode             VARCHAR NOT NULL,  -- async, sync_ps or allreduce
     batch_size       INTEGER NOT NULL,
     workers          INTEGER NOT NULL,  -- N
     steps_per_worker INTEGER NOT NULL,
     warmup_steps     INTEGER NOT NULL,
-    policy           VARCHAR NOT NULL,  -- transmission policy, e.g. tf_default
+    policy           VARCHAR NOT NULL,  -- transmission policy (e.g. tf_default); allreduce: fusion rule
     workers_per_node INTEGER NOT NULL,  -- co-located workers sharing a node's cores
     ps_discipline    VARCHAR NOT NULL,  -- fair | fifo: how the PS NIC serves workers
     steps_per_s      DOUBLE NOT NULL,   -- worker steps per second, all workers (mean of replications)
     samples_per_s    DOUBLE NOT NULL,   -- steps_per_s * batch_size
     mean_step_s      DOUBLE NOT NULL,   -- mean step time of one worker
-    ps_down_util     DOUBLE NOT NULL,   -- busy fraction of the PS NIC, PS -> workers
-    ps_up_util       DOUBLE NOT NULL,   -- busy fraction of the PS NIC, workers -> PS
+    ps_down_util     DOUBLE NOT NULL,   -- busy fraction of the PS NIC, PS -> workers (allreduce: a node's NIC)
+    ps_up_util       DOUBLE NOT NULL,   -- busy fraction of the PS NIC, workers -> PS (allreduce: a node's NIC)
     blocked_fraction DOUBLE NOT NULL,   -- share of worker time waiting on communication
     sim_time_s       DOUBLE NOT NULL,   -- simulated time span
     bytes_pulled     DOUBLE NOT NULL,   -- bytes carried PS -> workers in the run
