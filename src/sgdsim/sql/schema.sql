@@ -126,7 +126,9 @@ CREATE TABLE predictions (
     sim_steps_per_s  DOUBLE,            -- simulated steps/s before the CPU bound
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
-    compute_slots    DOUBLE             -- co-located workers computing at full speed at once (NULL: cores not shared)
+    compute_slots    DOUBLE,            -- co-located workers computing at full speed at once (NULL: cores not shared)
+    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase or staggered, the slower (NULL: no band)
+    steps_per_s_hi   DOUBLE             -- phase band, upper end
 );
 
 -- One row per measured validation run: real asynchronous TensorFlow training,
@@ -208,6 +210,8 @@ CREATE TABLE testbed_predictions (
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
     compute_slots    DOUBLE,            -- workers computing at full speed at once on the node's cores left by the PS, RPC and network work
+    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase or staggered, the slower (NULL: no band)
+    steps_per_s_hi   DOUBLE,            -- phase band, upper end
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
     start_offsets_s  DOUBLE[][],        -- the measured episodes' start offsets, simulated one run each
