@@ -701,3 +701,24 @@ def test_a_step_that_starts_on_a_busy_ps_waits_the_join_delay_by_hand():
     assert (a, b) == pytest.approx((0.101, 0.301), abs=1e-6)
     with pytest.raises(ValueError, match="pull_join_delay_s"):
         simulate_async(w, net, 2, 1, 0, pull_join_delay_s=-1.0)
+
+
+@pytest.mark.parametrize("policy", ["tf_default", "tictac"])
+@pytest.mark.parametrize("bw", [144993440.0, 289986880.0])
+def test_zero_byte_push_after_an_idle_link_waits_for_its_update(policy, bw):
+    # found by Hypothesis: the link's clock stands still while it idles, so a
+    # zero-byte push's tag equals the previous departure's; its update must
+    # still start when it arrives. Step: pulls (one latency), three segments,
+    # the last push (0 bytes, update 1/512 s) one latency after them.
+    w = Workload(
+        seg_dur_s=np.array([0.03125, 0.046875, 0.015625]),
+        pull_bytes=np.zeros(8),
+        pull_gate=np.zeros(8, np.int64),
+        push_bytes=np.array([0.0, 0.0, 535198.5662695215]),
+        push_seg=np.array([0, 2, 0]),
+        push_update_s=np.array([0.0, 1 / 512, 0.0]),
+    )
+    log: list[list[float]] = []
+    simulate_async(w, Network(bw, 1e-4), 1, 5, 1, policy=policy, step_log=log, **SIZES)
+    step = 1e-4 + 0.09375 + 1e-4 + 1 / 512
+    assert np.diff(log[0]) == pytest.approx([step] * 4, rel=1e-9)

@@ -385,7 +385,7 @@ class FastFifoRun:
         # early: the pushes that joined the link and that the PS has not applied
         # yet (settle), one record per flow, in join order: base (position p's tag
         # is base + pos_bytes[p + 1]), first unsettled position, end, worker
-        self.records: list[float] = []  # flat: base, lo, hi, worker, base, …
+        self.records: list[float] = []  # flat: base, lo, hi, worker, join time, base, …
         self.gone = [0] * self.workers  # positions of this step that left, per worker
         self.settled_end = np.full(self.workers, -np.inf)  # latest PS update end of settled pushes
         # early: breakpoints of the workers → PS link's virtual clock: from up_t[i]
@@ -742,9 +742,9 @@ class FastFifoRun:
         """
         if not self.records:
             return
-        rec = np.fromiter(self.records, np.float64, len(self.records)).reshape(-1, 4)
+        rec = np.fromiter(self.records, np.float64, len(self.records)).reshape(-1, 5)
         base = rec[:, 0]
-        lo, hi, conn = rec[:, 1:].T.astype(np.int64)
+        lo, hi, conn = rec[:, 1:4].T.astype(np.int64)
         # positions with tag ≤ x; all that have left (gone) in any case
         cut = np.searchsorted(self.pos_bytes_a, x - base, "right") - 1
         np.maximum(cut, lo, out=cut)
@@ -772,6 +772,9 @@ class FastFifoRun:
             tl = np.fromiter(self.up_t[self.log_from :], np.float64, n_log)
             kl = np.fromiter(self.up_k[self.log_from :], np.float64, n_log)
             arrive = tl[i] + gap * kl[i] / self.cap
+            # no earlier than the run joined: the clock stands still while the link
+            # idles, so a zero-byte push's tag is also that of the last departure
+            np.maximum(arrive, np.repeat(rec[:, 4], lens)[o], out=arrive)
             u = self.pos_update_a[pos[o]]
             u_sum = np.cumsum(u)
             m = arrive - (u_sum - u)
@@ -959,7 +962,7 @@ class FastFifoRun:
             if hi > lo:  # the pushes due by now join as one flow, a record
                 base = tag - self.pos_bytes[lo]
                 tag_run = base + self.pos_bytes[hi]
-                self.records.extend((base, lo, hi, c))
+                self.records.extend((base, lo, hi, c, now))
                 self.queues[_UP][c].append(
                     (tag_run, self.pos_bytes[hi] - self.pos_bytes[lo], hi - lo)
                 )
@@ -981,7 +984,7 @@ class FastFifoRun:
         lo, hi = self.take_by(c, now)
         base = g - self.pos_bytes[lo]  # one flow, a record
         tag_run = base + self.pos_bytes[hi]
-        self.records.extend((base, lo, hi, c))
+        self.records.extend((base, lo, hi, c, now))
         self.queues[_UP][c].append((tag_run, self.pos_bytes[hi] - self.pos_bytes[lo], hi - lo))
         heapq.heappush(self.heaps[_UP], (tag_run, self.hseq, c))
         self.hseq += 1
