@@ -57,11 +57,20 @@ def normalize_stage(profile_dir: str, tables_dir: str, workload_path: str) -> No
 
 
 def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any]]:
-    """The network ``name`` as the simulator sees it, and its config entry."""
-    from sgdsim.simulation.point import grid_network
+    """The network ``name`` as the simulator sees it, and its config entry with its
+    preset resolved (see :func:`sgdsim.presets.resolve_network`).
 
-    net = entry(config, "networks", name)
-    return grid_network(net["bandwidth_bps"], net["latency_s"], net["name"]), net
+    Raises:
+        ConfigError: no such entry, or an unknown preset.
+    """
+    from sgdsim.presets import network, resolve_network
+
+    i = next((i for i, e in enumerate(config["networks"]) if e["name"] == name), None)
+    if i is None:
+        raise ConfigError(f"config: networks: no entry named {name!r}")
+    where = f"config: networks[{i}] ({name})"
+    raw = config["networks"][i]
+    return network(raw, where), resolve_network(raw, where)
 
 
 def grid_points(config: dict[str, Any]) -> list[tuple[str, str, int]]:
