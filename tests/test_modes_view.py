@@ -134,3 +134,84 @@ def test_other_points_ties_and_a_lone_mode(store):
     r = lone["async"]
     assert r["fastest_mode"] == "async" and r["modes_compared"] == 1
     assert r["runner_up_mode"] is None and r["lead_ratio"] is None
+
+
+def measured_point(n: int, measured: float, predicted: float) -> tuple[dict, dict]:
+    """One ok measurement of LeNet5 on network n and its testbed prediction."""
+    key = {"model": "LeNet5", "hardware": "cpu", "network": "n", "bandwidth_bps": 1e8}
+    key |= {"policy": "tf_default", "workers": n, "batch_size": 10}
+    m = {**key, "latency_s": 0.0, "duration_s": 5.0, "warmup_s": 1.0, "status": "ok"}
+    m |= {"reason": "", "loopback": False, "steps_per_s": measured, "samples_per_s": 10 * measured}
+    p = {**FILLER, **key, "predicted_bandwidth_Bps": 1.2e7, "steps_per_s": predicted}
+    p |= {"samples_per_s": 10 * predicted, "workers_per_node": n}
+    for k in ("latency_s", "ps_discipline"):
+        p.pop(k)
+    return m, p
+
+
+def measured_store(tmp_path: Path) -> Path:
+    """Two asynchronous points, errors +10 % and −10 % (a store without a mode column)."""
+    pts = [measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)]
+    files = []
+    for i, (m, p) in enumerate(pts):
+        for kind, row in (("m", m), ("p", p)):
+            files.append(tmp_path / f"{kind}{i}.parquet")
+            pl.DataFrame([row]).write_parquet(files[-1])
+    db = tmp_path / "sgdsim.duckdb"
+    publish(db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2])
+    return db
+
+
+def test_accuracy_report_without_a_mode_column_is_all_async(tmp_path):
+    db = measured_store(tmp_path)
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "**All 2 points: MAPE 10.0 %, max error 10.0 %.**" in text
+    assert "| model | policy | network | points |" in text  # one mode: no mode column
+    assert "| mode |" not in text
+
+
+def test_accuracy_report_groups_by_mode_when_measurements_carry_it(tmp_path):
+    db = measured_store(tmp_path)
+    m, p = measured_point(2, 10.0, 10.5)  # allreduce: +5 %
+    con = duckdb.connect(str(db))
+    try:
+        # the layout of a store whose measurements carry the mode (NULL = async)
+        for table in ("measurements", "testbed_predictions"):
+            con.execute(f"ALTER TABLE {table} ADD COLUMN mode VARCHAR")
+        skipped = {**m, "mode": "sync_ps", "status": "skipped", "reason": "no root"}
+        for i, (table, row) in enumerate(
+            (
+                ("measurements", {**m, "mode": "allreduce"}),
+                ("testbed_predictions", {**p, "mode": "allreduce"}),
+                ("measurements", skipped),
+            )
+        ):
+            shard = tmp_path / f"mode{i}.parquet"
+            pl.DataFrame([row]).write_parquet(shard)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [str(shard)])
+        con.execute(
+            "CREATE OR REPLACE VIEW validation AS SELECT m.model, m.hardware, m.network, "
+            "m.bandwidth_bps, m.policy, m.workers, m.loopback, m.mode, "
+            "m.steps_per_s AS measured_steps_per_s, m.steps_per_s_std AS "
+            "measured_steps_per_s_std, p.steps_per_s AS predicted_steps_per_s, "
+            "100 * (p.steps_per_s - m.steps_per_s) / m.steps_per_s AS error_pct, "
+            "100 * abs(p.steps_per_s - m.steps_per_s) / m.steps_per_s AS ape_pct, "
+            "m.cpu_busy, m.cpu_steal FROM measurements m JOIN testbed_predictions p "
+            "USING (model, hardware, network, policy, workers) "
+            "WHERE m.status = 'ok' AND m.mode IS NOT DISTINCT FROM p.mode"
+        )
+    finally:
+        con.close()
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    # (10 + 10 + 5) / 3 = 8.3 % over all; per mode 10.0 (async, NULL in the store) and 5.0
+    assert "**All 3 points: MAPE 8.3 %, max error 10.0 %.**" in text
+    assert "- allreduce: 1 point, MAPE 5.0 %, max error 5.0 %" in text
+    assert "- async: 2 points, MAPE 10.0 %, max error 10.0 %" in text
+    assert "| mode | model | policy | network | points |" in text
+    assert "| allreduce | LeNet5 | tf_default | n | 1 | 5.0 | 5.0 |" in text
+    assert "| async | LeNet5 | tf_default | n | 2 | 10.0 | 10.0 |" in text
+    assert "| sync_ps | LeNet5 | n | tf_default | 2 | no root |" in text
