@@ -3,6 +3,7 @@ from Parquet files written here (expected ratios worked out by hand)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +173,10 @@ def test_accuracy_report_without_a_mode_column_is_all_async(tmp_path):
     assert "| mode |" not in text
 
 
-def test_accuracy_report_groups_by_mode_when_measurements_carry_it(tmp_path):
+def moded_store(tmp_path: Path) -> Path:
+    """:func:`measured_store` laid out as a store whose measurements carry the mode
+    (its two points NULL = async), plus an allreduce point (+5 %) and a skipped
+    sync_ps one."""
     db = measured_store(tmp_path)
     m, p = measured_point(2, 10.0, 10.5)  # allreduce: +5 %
     con = duckdb.connect(str(db))
@@ -204,6 +208,11 @@ def test_accuracy_report_groups_by_mode_when_measurements_carry_it(tmp_path):
         )
     finally:
         con.close()
+    return db
+
+
+def test_accuracy_report_groups_by_mode_when_measurements_carry_it(tmp_path):
+    db = moded_store(tmp_path)
     out = tmp_path / "accuracy.md"
     accuracy_report(db, out)
     text = out.read_text()
@@ -215,3 +224,61 @@ def test_accuracy_report_groups_by_mode_when_measurements_carry_it(tmp_path):
     assert "| allreduce | LeNet5 | tf_default | n | 1 | 5.0 | 5.0 |" in text
     assert "| async | LeNet5 | tf_default | n | 2 | 10.0 | 10.0 |" in text
     assert "| sync_ps | LeNet5 | n | tf_default | 2 | no root |" in text
+
+
+@pytest.fixture
+def pages(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The dashboard's page modules as the app loads them; the store is set per test."""
+    from dashboard.app import create_app
+
+    def load(db: Path) -> dict[str, Any]:
+        monkeypatch.setenv("SGDSIM_DB", str(db))
+        create_app()
+        return {n.split(".")[-1]: m for n, m in sys.modules.items() if n.startswith("pages.")}
+
+    return load
+
+
+def cells(table: Any) -> list[list[str]]:
+    return [[td.children for td in tr.children] for tr in table.children[1].children]
+
+
+def test_modes_page_names_the_fastest_mode_and_policy_choices_follow_the_mode(store, pages):
+    from dashboard.data import pick_policy
+
+    modes = pages(store)["modes"]
+    fig, note, table, query = modes.update_modes("M", "cpu", "a")
+    assert note.startswith("Best policy of each of 3 modes")
+    assert query == "?model=M&hardware=cpu&network=a"
+    assert [t.name for t in fig.data] == ["allreduce", "async", "sync_ps"]
+    assert list(fig.data[0].y) == [50.0, 40.0, 150.0]  # allreduce's best at N = 1, 2, 4
+    assert list(fig.data[1].customdata) == ["tf_default", "tf_default", "tictac"]
+    rows = cells(table)
+    assert [r[0] for r in rows] == ["1", "2", "4"]
+    assert rows[2][:3] == ["4", "allreduce (buckets)", "×1.25 (+25.0 %) over async"]
+    assert rows[2][3:] == [
+        "150 (buckets)",
+        "120 (tictac), ×1.25 behind",
+        "90 (tf_default), ×1.67 behind",
+    ]
+    assert rows[0][5] == "–"  # no sync_ps at N = 1
+    _, note, table, _ = modes.update_modes("M", "cpu", "b")
+    assert "one SGD mode here (async)" in note
+    # the policy dropdowns offer the mode's own policies (allreduce: fusion rules)
+    assert pick_policy(None, "allreduce") == (["buckets", "none", "single"], "buckets")
+    assert pick_policy("tictac", "async") == (["tf_default", "tictac"], "tictac")
+    assert pick_policy("none", "sync_ps") == (["tf_default"], "tf_default")
+    assert pages(store)["policies"].baselines_of_mode("allreduce", "tictac")[1] == "buckets"
+
+
+def test_validation_page_selects_the_mode(tmp_path, pages):
+    (tmp_path / "plain").mkdir()
+    validation = pages(measured_store(tmp_path / "plain"))["validation"]
+    assert validation.measured_modes() == ["async"]
+    assert validation.rows("LeNet5", "async").height == 2
+    validation = pages(moded_store(tmp_path))["validation"]
+    assert validation.measured_modes() == ["allreduce", "async"]
+    _, table, query = validation.update_validation("LeNet5", "allreduce")
+    assert query == "?model=LeNet5&mode=allreduce"
+    assert [c.children for c in table.children[1].children] == ["n", "tf_default", 1, "5.0", "5.0"]
+    assert validation.rows("LeNet5", "async")["workers"].to_list() == [1, 2]
