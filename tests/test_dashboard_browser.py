@@ -474,6 +474,37 @@ def test_policies_page_gains_against_a_present_baseline(driver, base_url, store,
         assert f"against {other}" in css(driver, "#policies-note")[0].text
 
 
+def test_modes_page_names_the_fastest_mode_at_each_n(driver, base_url, store, render_times):
+    model, hardware = sql(store, "SELECT min(model), min(hardware) FROM predictions")[0]
+    network = sql(
+        store, "SELECT network FROM predictions GROUP BY network ORDER BY min(bandwidth_bps)"
+    )[0][0]
+    t = open_page(
+        driver,
+        base_url + "/modes",
+        lambda d: bool(css(d, "#modes-graph .scatterlayer .trace")),
+        "modes",
+        render_times,
+    )
+    assert t < RENDER_LIMIT_S, f"modes page took {t:.2f} s"
+    assert (query(driver)["model"], query(driver)["network"]) == (model, network)
+    fastest = sql(
+        store,
+        "SELECT workers, mode, policy FROM mode_comparison WHERE mode_rank = 1 AND model = ? "
+        "AND hardware = ? AND network = ? ORDER BY workers",
+        [model, hardware, network],
+    )
+    rows = [
+        [c.text for c in r.find_elements("css selector", "td")]
+        for r in css(driver, "#modes-answer tbody tr")
+    ]
+    assert [(r[0], r[1]) for r in rows] == [(str(n), f"{m} ({p})") for n, m, p in fastest]
+    modes = sql(store, "SELECT DISTINCT mode FROM predictions ORDER BY 1")
+    assert sorted(names(driver, "modes-graph")) == [m for (m,) in modes]
+    if len(modes) == 1:
+        assert "one SGD mode" in css(driver, "#modes-note")[0].text
+
+
 def test_validation_and_run_info_pages(driver, base_url, store, render_times):
     measured = sql(store, "SELECT count(*) FROM validation")[0][0]
     t = open_page(
@@ -554,7 +585,7 @@ def test_sql_console_runs_examples_and_refuses_writes_and_file_reads(
     assert sql(store, "SELECT count(*) FROM runs")[0][0] == runs
 
 
-@pytest.mark.parametrize("page", ["/", "/scaling", "/time", "/policies", "/validation"])
+@pytest.mark.parametrize("page", ["/", "/scaling", "/modes", "/time", "/policies", "/validation"])
 def test_every_dropdown_with_a_choice_redraws_and_lands_in_the_url(driver, base_url, page):
     driver.get(base_url + page)
     wait(driver, lambda d: css(d, ".js-plotly-plot .main-svg") and settled(d))
