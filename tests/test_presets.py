@@ -117,3 +117,27 @@ def test_grid_and_cli_agree_on_a_preset_network(tmp_path):
     assert r.exit_code == 0, r.output
     cli = json.loads(r.output.strip().splitlines()[-1])
     assert cli["preset"] == "10gbe" and cli["steps_per_s"] == row["steps_per_s"]
+
+
+def test_the_grid_gives_allreduce_the_hardwares_interconnect(tmp_path):
+    workload = _workload(tmp_path)
+
+    def allreduce(hardware: dict) -> float:
+        config = {
+            **CONFIG,
+            "hardware": [{"name": "cpu", **hardware}],
+            "workers": [2],
+            "modes": ["allreduce"],
+            "fusions": ["single"],
+            "networks": [{"name": "n", "bandwidth_bps": 1e8}],
+        }
+        out = tmp_path / "a.parquet"
+        simulate_stage(config, workload, str(out), WILDCARDS)
+        return float(pl.read_parquet(out)["steps_per_s"][0])
+
+    # two workers on one node reduce over its interconnect, not the 100 Mbit/s NIC
+    nvlink = allreduce({"gpus_per_node": 2, "interconnect": "nvlink2"})
+    ethernet = allreduce({"gpus_per_node": 2, "interconnect": "10gbe"})
+    apart = allreduce({"gpus_per_node": 1, "interconnect": "nvlink2"})
+    assert nvlink > ethernet > apart
+    assert allreduce({"interconnect": "10gbe"}) == apart  # one per node: no interconnect

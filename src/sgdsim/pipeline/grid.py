@@ -73,6 +73,30 @@ def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any
     return network(raw, where), resolve_network(raw, where)
 
 
+def with_hardware(config: dict[str, Any], hardware: str, params: Any) -> Any:
+    """``params`` (a :class:`~sgdsim.simulation.point.SimParams`) with the ``hardware``
+    entry's workers per node for all-reduce (``gpus_per_node``) and the network
+    between them (``interconnect``, :func:`sgdsim.presets.interconnect_network`).
+
+    Raises:
+        ConfigError: no such hardware entry, or an unknown interconnect preset.
+    """
+    from sgdsim.presets import interconnect_network
+
+    i = next((i for i, e in enumerate(config["hardware"]) if e["name"] == hardware), None)
+    if i is None:
+        raise ConfigError(f"config: hardware: no entry named {hardware!r}")
+    h = config["hardware"][i]
+    collective = dataclasses.replace(
+        params.collective,
+        gpus_per_node=int(h.get("gpus_per_node", 1)),
+        intra_node=interconnect_network(
+            h.get("interconnect", "pcie3_x16"), f"config: hardware[{i}].interconnect"
+        ),
+    )
+    return dataclasses.replace(params, collective=collective)
+
+
 def grid_points(config: dict[str, Any]) -> list[tuple[str, str, int]]:
     """Every (policy, mode, N) of the grid, in the order a batch simulates them.
 
@@ -108,7 +132,7 @@ def simulate_stage(
     cfg = with_defaults(config)
     workload = Workload.load(workload_path)
     network, net = _grid_network(cfg, wildcards["network"])
-    params = SimParams.from_config(cfg)
+    params = with_hardware(cfg, wildcards["hardware"], SimParams.from_config(cfg))
     points = grid_points(cfg)
     rows = []
     for policy, mode, n in progress(points, desc=f"[simulate] {network.name}", unit="point"):
