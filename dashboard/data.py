@@ -79,6 +79,9 @@ def distinct(column: str, table: str = "predictions") -> list[str]:
     return fetch(f"SELECT DISTINCT {column} AS v FROM {table} ORDER BY v")["v"].to_list()
 
 
+#: The SGD mode a page starts at when the URL names none (the store's other modes are a click away).
+DEFAULT_MODE = "async"
+
 #: The policy a page starts at in each SGD mode (allreduce rows carry their fusion rule).
 DEFAULT_POLICY = {"async": "tf_default", "sync_ps": "tf_default", "allreduce": "buckets"}
 

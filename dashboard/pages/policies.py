@@ -10,6 +10,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from dashboard.analysis import baseline_policy
 from dashboard.data import (
+    DEFAULT_MODE,
     distinct,
     fetch,
     mode_comparison,
@@ -55,7 +56,7 @@ def layout(
 ) -> html.Div:
     models, hws, nets = distinct("model"), distinct("hardware"), network_names()
     modes = distinct("mode")
-    mode = pick(mode, modes)
+    mode = pick(mode, modes, DEFAULT_MODE)
     policies = mode_policies(mode)
     return html.Div(
         [

@@ -9,7 +9,7 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import distinct, fetch, network_names, pick, pick_policy, search
+from dashboard.data import DEFAULT_MODE, distinct, fetch, network_names, pick, pick_policy, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import METRICS, colors_for, scaling_figure
 from dashboard.ui import (
@@ -56,7 +56,7 @@ def layout(
     **_: Any,
 ) -> html.Div:
     models, hws, modes = distinct("model"), distinct("hardware"), distinct("mode")
-    mode = pick(mode, modes)
+    mode = pick(mode, modes, DEFAULT_MODE)
     policies, policy = pick_policy(policy, mode)
     nets = network_names()
     if networks is None:

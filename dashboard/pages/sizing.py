@@ -9,7 +9,16 @@ import polars as pl
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from dashboard.analysis import BOTTLENECKS, NEAR_PEAK, best_points
-from dashboard.data import distinct, fetch, network_names, pick, pick_policy, prices, search
+from dashboard.data import (
+    DEFAULT_MODE,
+    distinct,
+    fetch,
+    network_names,
+    pick,
+    pick_policy,
+    prices,
+    search,
+)
 from dashboard.export import export_bar, register_export
 from dashboard.figures import sizing_heatmap
 from dashboard.ui import (
@@ -58,7 +67,7 @@ def time_href(model: str, hardware: str, network: str, mode: str, policy: str) -
 
 def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html.Div:
     modes = distinct("mode")
-    mode = pick(mode, modes)
+    mode = pick(mode, modes, DEFAULT_MODE)
     policies, policy = pick_policy(policy, mode)
     return html.Div(
         [

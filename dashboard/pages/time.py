@@ -15,6 +15,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from dashboard.analysis import with_bottleneck
 from dashboard.data import (
+    DEFAULT_MODE,
     distinct,
     fetch,
     network_names,
@@ -95,7 +96,7 @@ def layout(
         if len(parts) >= 5:
             hardware, model, network, policy, mode = parts[:5]
     model, hardware, network = pick(model, models), pick(hardware, hws), pick(network, nets)
-    mode = pick(mode, modes)
+    mode = pick(mode, modes, DEFAULT_MODE)
     policies, policy = pick_policy(policy, mode)
     return html.Div(
         [
