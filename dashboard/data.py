@@ -79,6 +79,53 @@ def distinct(column: str, table: str = "predictions") -> list[str]:
     return fetch(f"SELECT DISTINCT {column} AS v FROM {table} ORDER BY v")["v"].to_list()
 
 
+#: The SGD mode a page starts at when the URL names none (the store's other modes are a click away).
+DEFAULT_MODE = "async"
+
+#: The policy a page starts at in each SGD mode (allreduce rows carry their fusion rule).
+DEFAULT_POLICY = {"async": "tf_default", "sync_ps": "tf_default", "allreduce": "buckets"}
+
+
+def mode_policies(mode: str | None) -> list[str]:
+    """Sorted policies the store predicts in ``mode`` (for ``allreduce``: its fusion
+    rules); every policy of the store when ``mode`` has none (or is None)."""
+    got = fetch(
+        "SELECT DISTINCT policy AS v FROM predictions WHERE mode = ? ORDER BY v", [mode or ""]
+    )["v"].to_list()
+    return got or distinct("policy")
+
+
+def pick_policy(value: Any, mode: str | None) -> tuple[list[str], str | None]:
+    """The policy choices of ``mode`` and the one to show: ``value`` when the mode
+    has it, else the mode's :data:`DEFAULT_POLICY`, else its first."""
+    options = mode_policies(mode)
+    return options, pick(value, options, DEFAULT_POLICY.get(mode or "", "tf_default"))
+
+
+def has_column(table: str, column: str) -> bool:
+    """Whether ``table`` (or view) of the store has ``column`` (older stores lack newer ones)."""
+    return (
+        fetch(
+            "SELECT count(*) AS n FROM information_schema.columns "
+            "WHERE table_name = ? AND column_name = ?",
+            [table, column],
+        )["n"][0]
+        > 0
+    )
+
+
+def mode_comparison(model: str | None, hardware: str | None, network: str | None) -> pl.DataFrame:
+    """Rows of view ``mode_comparison`` for one model, hardware and network, by N and
+    rank (every mode at its best policy; empty when the store predates the view)."""
+    if not has_table("mode_comparison"):
+        return pl.DataFrame()
+    return fetch(
+        "SELECT * FROM mode_comparison WHERE model = ? AND hardware = ? AND network = ? "
+        "ORDER BY workers, mode_rank",
+        [model or "", hardware or "", network or ""],
+    )
+
+
 def model_names() -> list[str]:
     """Models with predictions, sorted."""
     return distinct("model")

@@ -296,20 +296,25 @@ def policy_figure(df: pl.DataFrame, title: str, baseline: str | None) -> go.Figu
 
 def mode_figure(df: pl.DataFrame, title: str) -> go.Figure:
     """Predicted samples/s against workers, one line per SGD mode (columns mode,
-    workers, samples_per_s); a message when ``df`` is empty."""
+    workers, samples_per_s; with a ``policy`` column the hover names each point's
+    policy); a message when ``df`` is empty."""
     if df.is_empty():
         return empty_figure("No predictions for this selection.", title)
     fig = go.Figure()
+    named = "policy" in df.columns
     for i, mode in enumerate(sorted(set(df["mode"].to_list()))):
         d = df.filter(pl.col("mode") == mode).sort("workers")
         fig.add_trace(
             go.Scatter(
                 x=d["workers"].to_list(),
                 y=d["samples_per_s"].to_list(),
+                customdata=d["policy"].to_list() if named else None,
                 mode="lines+markers",
                 name=mode,
                 line={"color": PALETTE[i % len(PALETTE)]},
-                hovertemplate=f"<b>{mode}</b>: %{{y:,.4g}} samples/s<extra></extra>",
+                hovertemplate=f"<b>{mode}</b>: %{{y:,.4g}} samples/s"
+                + (" (%{customdata})" if named else "")
+                + "<extra></extra>",
             )
         )
     fig.update_layout(

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Input, Output, clientside_callback, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, dcc, html
+
+from dashboard.data import pick_policy
+
+#: Label of the policy dropdowns: ``allreduce`` rows carry their fusion rule in ``policy``.
+POLICY_LABEL = "Policy (allreduce: fusion)"
 
 
 def control(label: str, component: Any) -> html.Div:
@@ -64,3 +69,22 @@ def register_url_sync(prefix: str) -> None:
         Output(f"{prefix}-query-sync", "children"),
         Input(f"{prefix}-query", "data"),
     )
+
+
+def register_mode_policies(prefix: str, policy_id: str | None = None) -> None:
+    """Keep ``{prefix}-policy`` (or ``policy_id``) to the policies the store predicts
+    in the mode chosen in ``{prefix}-mode``: ``allreduce`` rows carry fusion rules,
+    the other modes transmission policies. The layout sets the first choices, so
+    this runs only when the mode changes (no extra round trip on a page load).
+    """
+    target = policy_id or f"{prefix}-policy"
+
+    @callback(
+        Output(target, "options"),
+        Output(target, "value"),
+        Input(f"{prefix}-mode", "value"),
+        State(target, "value"),
+        prevent_initial_call=True,
+    )
+    def _policies_of_mode(mode: str | None, current: str | None) -> tuple[list[str], Any]:
+        return pick_policy(current, mode)

@@ -269,7 +269,7 @@ def test_sizing_page_answers_best_n_and_links_to_detail(driver, base_url, store,
     curves = sql(
         store,
         "SELECT DISTINCT model, hardware, network FROM predictions "
-        "WHERE mode = (SELECT min(mode) FROM predictions) AND policy = 'tf_default'",
+        "WHERE mode = 'async' AND policy = 'tf_default'",
     )
     t = open_page(
         driver,
@@ -288,7 +288,7 @@ def test_sizing_page_answers_best_n_and_links_to_detail(driver, base_url, store,
     pts = sql(
         store,
         "SELECT workers, samples_per_s FROM predictions WHERE model = ? AND hardware = ? "
-        "AND network = ? AND policy = 'tf_default' ORDER BY workers",
+        "AND network = ? AND mode = 'async' AND policy = 'tf_default' ORDER BY workers",
         [model, hardware, network],
     )
     peak = max(s for _, s in pts)
@@ -390,7 +390,7 @@ def test_scaling_export_downloads_the_figure_data(driver, base_url, store, downl
     want = sql(
         store,
         "SELECT count(*) FROM predictions WHERE model = ? AND policy = 'tf_default' "
-        "AND hardware = (SELECT min(hardware) FROM predictions)",
+        "AND mode = 'async' AND hardware = (SELECT min(hardware) FROM predictions)",
         [model],
     )[0][0]
     assert len(rows) == want and {"workers", "samples_per_s", "efficiency"} <= set(rows[0])
@@ -457,7 +457,12 @@ def test_policies_page_gains_against_a_present_baseline(driver, base_url, store,
         render_times,
     )
     assert t < RENDER_LIMIT_S, f"policies page took {t:.2f} s"
-    policies = [p for (p,) in sql(store, "SELECT DISTINCT policy FROM predictions ORDER BY 1")]
+    policies = [
+        p
+        for (p,) in sql(
+            store, "SELECT DISTINCT policy FROM predictions WHERE mode = 'async' ORDER BY 1"
+        )
+    ]
     assert sorted(names(driver, "policies-graph")) == policies
     assert figure(driver, "policies-graph")["layout"]["yrange"][0] == 0
     note = css(driver, "#policies-note")[0].text
@@ -472,6 +477,60 @@ def test_policies_page_gains_against_a_present_baseline(driver, base_url, store,
         select(driver, "policies-baseline", other)
         wait(driver, lambda d: query(d).get("baseline") == other and settled(d))
         assert f"against {other}" in css(driver, "#policies-note")[0].text
+
+
+def test_modes_page_names_the_fastest_mode_at_each_n(driver, base_url, store, render_times):
+    model, hardware = sql(store, "SELECT min(model), min(hardware) FROM predictions")[0]
+    network = sql(
+        store, "SELECT network FROM predictions GROUP BY network ORDER BY min(bandwidth_bps)"
+    )[0][0]
+    t = open_page(
+        driver,
+        base_url + "/modes",
+        lambda d: bool(css(d, "#modes-graph .scatterlayer .trace")),
+        "modes",
+        render_times,
+    )
+    assert t < RENDER_LIMIT_S, f"modes page took {t:.2f} s"
+    assert (query(driver)["model"], query(driver)["network"]) == (model, network)
+    fastest = sql(
+        store,
+        "SELECT workers, mode, policy FROM mode_comparison WHERE mode_rank = 1 AND model = ? "
+        "AND hardware = ? AND network = ? ORDER BY workers",
+        [model, hardware, network],
+    )
+    rows = [
+        [c.text for c in r.find_elements("css selector", "td")]
+        for r in css(driver, "#modes-answer tbody tr")
+    ]
+    assert [(r[0], r[1]) for r in rows] == [(str(n), f"{m} ({p})") for n, m, p in fastest]
+    modes = sql(store, "SELECT DISTINCT mode FROM predictions ORDER BY 1")
+    assert sorted(names(driver, "modes-graph")) == [m for (m,) in modes]
+    if len(modes) == 1:
+        assert "one SGD mode" in css(driver, "#modes-note")[0].text
+
+
+def test_policy_choices_follow_the_sgd_mode(driver, base_url, store):
+    fusions = [
+        f
+        for (f,) in sql(
+            store, "SELECT DISTINCT policy FROM predictions WHERE mode = 'allreduce' ORDER BY 1"
+        )
+    ]
+    if not fusions:
+        pytest.skip("the store has no allreduce predictions")
+    driver.get(base_url + "/scaling?mode=async&policy=tf_default")
+    wait(driver, lambda d: css(d, "#scaling-graph .scatterlayer .trace") and settled(d))
+    select(driver, "scaling-mode", "allreduce")
+    want = "buckets" if "buckets" in fusions else fusions[0]
+    wait(driver, lambda d: query(d).get("policy") == want and settled(d))
+    assert query(driver)["mode"] == "allreduce" and css(
+        driver, "#scaling-graph .scatterlayer .trace"
+    )
+    css(driver, "#scaling-policy")[0].click()
+    options = wait(driver, lambda d: css(d, ".dash-dropdown-content [role='option']"))
+    assert sorted(o.text.strip() for o in options) == fusions
+    css(driver, "#scaling-policy")[0].click()
 
 
 def test_validation_and_run_info_pages(driver, base_url, store, render_times):
@@ -554,7 +613,7 @@ def test_sql_console_runs_examples_and_refuses_writes_and_file_reads(
     assert sql(store, "SELECT count(*) FROM runs")[0][0] == runs
 
 
-@pytest.mark.parametrize("page", ["/", "/scaling", "/time", "/policies", "/validation"])
+@pytest.mark.parametrize("page", ["/", "/scaling", "/modes", "/time", "/policies", "/validation"])
 def test_every_dropdown_with_a_choice_redraws_and_lands_in_the_url(driver, base_url, page):
     driver.get(base_url + page)
     wait(driver, lambda d: css(d, ".js-plotly-plot .main-svg") and settled(d))

@@ -9,7 +9,16 @@ import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
 from dashboard.analysis import baseline_policy
-from dashboard.data import distinct, fetch, network_names, pick, search
+from dashboard.data import (
+    DEFAULT_MODE,
+    distinct,
+    fetch,
+    mode_comparison,
+    mode_policies,
+    network_names,
+    pick,
+    search,
+)
 from dashboard.export import export_bar, register_export
 from dashboard.figures import mode_figure, policy_figure
 from dashboard.ui import control, dropdown, register_url_sync, url_sync
@@ -31,16 +40,10 @@ def policy_rows(
     )
 
 
-def mode_rows(
-    model: str | None, hardware: str | None, network: str | None, policy: str | None
-) -> pl.DataFrame:
-    """Predicted samples/s of every SGD mode for one model, hardware, network and policy."""
-    return fetch(
-        "SELECT model, hardware, network, mode, policy, workers, steps_per_s, samples_per_s "
-        "FROM predictions WHERE model = ? AND hardware = ? AND network = ? AND policy = ? "
-        "ORDER BY mode, workers",
-        [model or "", hardware or "", network or "", policy or ""],
-    )
+def mode_rows(model: str | None, hardware: str | None, network: str | None) -> pl.DataFrame:
+    """Every SGD mode at its best policy (allreduce: its best fusion) at each N, for one
+    model, hardware and network (view ``mode_comparison``; the Modes page has more)."""
+    return mode_comparison(model, hardware, network)
 
 
 def layout(
@@ -52,7 +55,9 @@ def layout(
     **_: Any,
 ) -> html.Div:
     models, hws, nets = distinct("model"), distinct("hardware"), network_names()
-    modes, policies = distinct("mode"), distinct("policy")
+    modes = distinct("mode")
+    mode = pick(mode, modes, DEFAULT_MODE)
+    policies = mode_policies(mode)
     return html.Div(
         [
             *url_sync("policies"),
@@ -62,7 +67,7 @@ def layout(
                     control("Model", dropdown("policies-model", models, pick(model, models))),
                     control("Hardware", dropdown("policies-hardware", hws, pick(hardware, hws))),
                     control("Network", dropdown("policies-network", nets, pick(network, nets))),
-                    control("SGD mode", dropdown("policies-mode", modes, pick(mode, modes))),
+                    control("SGD mode", dropdown("policies-mode", modes, mode)),
                     control(
                         "Baseline",
                         dropdown(
@@ -120,18 +125,25 @@ def update_policies(
     if len(present) == 1:
         notes.append(" Only one policy was simulated: add policies to the config to compare.")
     title = f"{model} on {hardware}, {network} ({mode})"
-    modes = mode_rows(model, hardware, network, baseline)
-    n_modes = len(set(modes["mode"].to_list()))
-    mode_note = (
+    modes = mode_rows(model, hardware, network)
+    n_modes = len(set(modes["mode"].to_list())) if not modes.is_empty() else 0
+    mode_note: Any = (
         f"The store holds one SGD mode ({mode}); synchronous modes appear here once the "
         "grid's modes include them."
         if n_modes <= 1
-        else f"Policy {baseline}: every SGD mode the store holds."
+        else [
+            "Each SGD mode at its best policy (allreduce: its best fusion) at every N; "
+            "the fastest mode and by how much: ",
+            dcc.Link(
+                "Modes", href="/modes" + search(model=model, hardware=hardware, network=network)
+            ),
+            ".",
+        ]
     )
     return (
         policy_figure(df, title, baseline),
         "".join(notes),
-        mode_figure(modes, f"{model} on {hardware}, {network} ({baseline})"),
+        mode_figure(modes, f"{model} on {hardware}, {network}"),
         mode_note,
         search(model=model, hardware=hardware, network=network, mode=mode, baseline=baseline),
     )
@@ -150,9 +162,24 @@ register_export(
 )
 register_export(
     "policies-modes-export",
-    [*_KEY, State("policies-baseline", "value")],
+    _KEY,
     mode_rows,
     lambda *key: "sgdsim-modes-" + "-".join(str(k) for k in key),
 )
+
+
+@callback(
+    Output("policies-baseline", "options"),
+    Output("policies-baseline", "value"),
+    Input("policies-mode", "value"),
+    State("policies-baseline", "value"),
+    prevent_initial_call=True,
+)
+def baselines_of_mode(mode: str | None, current: str | None) -> tuple[list[str], Any]:
+    """The policies (allreduce: fusions) of the chosen mode as baselines; the current
+    one when the mode has it, else :func:`dashboard.analysis.baseline_policy`."""
+    options = mode_policies(mode)
+    return options, pick(current, options, baseline_policy(options))
+
 
 register_url_sync("policies")

@@ -9,10 +9,17 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import distinct, fetch, network_names, pick, search
+from dashboard.data import DEFAULT_MODE, distinct, fetch, network_names, pick, pick_policy, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import METRICS, colors_for, scaling_figure
-from dashboard.ui import control, dropdown, register_url_sync, url_sync
+from dashboard.ui import (
+    POLICY_LABEL,
+    control,
+    dropdown,
+    register_mode_policies,
+    register_url_sync,
+    url_sync,
+)
 
 dash.register_page(__name__, path="/scaling", name="Scaling", title="sgdsim: scaling", order=1)
 
@@ -48,8 +55,9 @@ def layout(
     y: str | None = None,
     **_: Any,
 ) -> html.Div:
-    models, hws = distinct("model"), distinct("hardware")
-    modes, policies = distinct("mode"), distinct("policy")
+    models, hws, modes = distinct("model"), distinct("hardware"), distinct("mode")
+    mode = pick(mode, modes, DEFAULT_MODE)
+    policies, policy = pick_policy(policy, mode)
     nets = network_names()
     if networks is None:
         chosen = nets
@@ -71,11 +79,8 @@ def layout(
                 [
                     control("Model", dropdown("scaling-model", models, pick(model, models))),
                     control("Hardware", dropdown("scaling-hardware", hws, pick(hardware, hws))),
-                    control("SGD mode", dropdown("scaling-mode", modes, pick(mode, modes))),
-                    control(
-                        "Transmission policy",
-                        dropdown("scaling-policy", policies, pick(policy, policies, "tf_default")),
-                    ),
+                    control("SGD mode", dropdown("scaling-mode", modes, mode)),
+                    control(POLICY_LABEL, dropdown("scaling-policy", policies, policy)),
                 ],
                 className="controls",
             ),
@@ -170,4 +175,5 @@ register_export(
     lambda model, hardware, mode, policy, _n: f"sgdsim-scaling-{model}-{hardware}-{mode}-{policy}",
 )
 
+register_mode_policies("scaling")
 register_url_sync("scaling")

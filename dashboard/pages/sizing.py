@@ -9,10 +9,27 @@ import polars as pl
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from dashboard.analysis import BOTTLENECKS, NEAR_PEAK, best_points
-from dashboard.data import distinct, fetch, network_names, pick, prices, search
+from dashboard.data import (
+    DEFAULT_MODE,
+    distinct,
+    fetch,
+    network_names,
+    pick,
+    pick_policy,
+    prices,
+    search,
+)
 from dashboard.export import export_bar, register_export
 from dashboard.figures import sizing_heatmap
-from dashboard.ui import control, dropdown, fmt, register_url_sync, url_sync
+from dashboard.ui import (
+    POLICY_LABEL,
+    control,
+    dropdown,
+    fmt,
+    register_mode_policies,
+    register_url_sync,
+    url_sync,
+)
 
 dash.register_page(__name__, path="/", name="Sizing", title="sgdsim: sizing", order=0)
 
@@ -50,7 +67,8 @@ def time_href(model: str, hardware: str, network: str, mode: str, policy: str) -
 
 def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html.Div:
     modes = distinct("mode")
-    policies = distinct("policy")
+    mode = pick(mode, modes, DEFAULT_MODE)
+    policies, policy = pick_policy(policy, mode)
     return html.Div(
         [
             *url_sync("sizing"),
@@ -65,11 +83,8 @@ def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html
             ),
             html.Div(
                 [
-                    control("SGD mode", dropdown("sizing-mode", modes, pick(mode, modes))),
-                    control(
-                        "Transmission policy",
-                        dropdown("sizing-policy", policies, pick(policy, policies, "tf_default")),
-                    ),
+                    control("SGD mode", dropdown("sizing-mode", modes, mode)),
+                    control(POLICY_LABEL, dropdown("sizing-policy", policies, policy)),
                 ],
                 className="controls",
             ),
@@ -166,4 +181,5 @@ register_export(
     lambda mode, policy: f"sgdsim-sizing-{mode}-{policy}",
 )
 
+register_mode_policies("sizing")
 register_url_sync("sizing")

@@ -14,7 +14,17 @@ import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
 from dashboard.analysis import with_bottleneck
-from dashboard.data import distinct, fetch, network_names, pick, search, trace_files, trace_path
+from dashboard.data import (
+    DEFAULT_MODE,
+    distinct,
+    fetch,
+    network_names,
+    pick,
+    pick_policy,
+    search,
+    trace_files,
+    trace_path,
+)
 from dashboard.export import export_bar, register_export
 from dashboard.figures import (
     bottleneck_figure,
@@ -23,7 +33,14 @@ from dashboard.figures import (
     timeline_figure,
     timeline_spans,
 )
-from dashboard.ui import control, dropdown, register_url_sync, url_sync
+from dashboard.ui import (
+    POLICY_LABEL,
+    control,
+    dropdown,
+    register_mode_policies,
+    register_url_sync,
+    url_sync,
+)
 
 dash.register_page(
     __name__, path="/time", name="Where the time goes", title="sgdsim: where the time goes", order=2
@@ -71,7 +88,7 @@ def layout(
     **_: Any,
 ) -> html.Div:
     models, hws, nets = distinct("model"), distinct("hardware"), network_names()
-    modes, policies = distinct("mode"), distinct("policy")
+    modes = distinct("mode")
     traces = trace_files()
     if traces and not (model or hardware or network):
         # nothing chosen: start at the first traced grid point, so both figures agree
@@ -79,6 +96,8 @@ def layout(
         if len(parts) >= 5:
             hardware, model, network, policy, mode = parts[:5]
     model, hardware, network = pick(model, models), pick(hardware, hws), pick(network, nets)
+    mode = pick(mode, modes, DEFAULT_MODE)
+    policies, policy = pick_policy(policy, mode)
     return html.Div(
         [
             *url_sync("time"),
@@ -94,11 +113,8 @@ def layout(
                     control("Model", dropdown("time-model", models, model)),
                     control("Hardware", dropdown("time-hardware", hws, hardware)),
                     control("Network", dropdown("time-network", nets, network)),
-                    control("SGD mode", dropdown("time-mode", modes, pick(mode, modes))),
-                    control(
-                        "Transmission policy",
-                        dropdown("time-policy", policies, pick(policy, policies, "tf_default")),
-                    ),
+                    control("SGD mode", dropdown("time-mode", modes, mode)),
+                    control(POLICY_LABEL, dropdown("time-policy", policies, policy)),
                 ],
                 className="controls",
             ),
@@ -249,6 +265,7 @@ register_export(
     lambda *key: "sgdsim-bottleneck-" + "-".join(str(k) for k in key),
 )
 
+register_mode_policies("time")
 register_url_sync("time")
 
 

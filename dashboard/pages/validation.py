@@ -8,7 +8,7 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import fetch, pick, search
+from dashboard.data import fetch, has_column, pick, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import validation_figure
 from dashboard.ui import control, dropdown, register_url_sync, url_sync
@@ -24,29 +24,48 @@ _EMPTY = (
 )
 
 
-def rows(model: str | None) -> pl.DataFrame:
-    """Measured and predicted steps/s of one model at every measured point."""
+def _mode_sql() -> str:
+    """SQL of a point's SGD mode: the store's ``mode`` column, or ``'async'`` in a
+    store whose measurements do not carry it (NULL counts as async too)."""
+    return "coalesce(mode, 'async')" if has_column("validation", "mode") else "'async'"
+
+
+def measured_modes() -> list[str]:
+    """SGD modes with measured points, sorted."""
+    return fetch(f"SELECT DISTINCT {_mode_sql()} AS m FROM validation ORDER BY m")["m"].to_list()
+
+
+def rows(model: str | None, mode: str | None = "async") -> pl.DataFrame:
+    """Measured and predicted steps/s of one model in one SGD mode at every measured point."""
     return fetch(
-        "SELECT * FROM validation WHERE model = ? ORDER BY network, policy, workers",
-        [model or ""],
+        f"SELECT * FROM validation WHERE model = ? AND {_mode_sql()} = ? "
+        "ORDER BY network, policy, workers",
+        [model or "", mode or ""],
     )
 
 
-def layout(model: str | None = None, **_: Any) -> html.Div:
+def layout(model: str | None = None, mode: str | None = None, **_: Any) -> html.Div:
     models = fetch("SELECT DISTINCT model FROM validation ORDER BY model")["model"].to_list()
     if not models:
         return html.Div([html.H2("Measured validation"), html.P(_EMPTY, id="validation-empty")])
+    modes = measured_modes()
     return html.Div(
         [
             *url_sync("validation"),
             html.H2("Measured validation"),
             html.P(
-                "Real asynchronous TensorFlow training (one PS, N workers, each in its own "
-                "network namespace, every NIC shaped by tc tbf) against the prediction from "
-                "the single-worker profile for the same placement."
+                "Real TensorFlow training on the emulated-network testbed (N workers, each "
+                "in its own network namespace, every NIC shaped by tc tbf; asynchronous and "
+                "sync_ps with one PS, allreduce among the workers) against the prediction "
+                "from the single-worker profile for the same placement."
             ),
             html.Div(
-                [control("Model", dropdown("validation-model", models, pick(model, models)))],
+                [
+                    control("Model", dropdown("validation-model", models, pick(model, models))),
+                    control(
+                        "SGD mode", dropdown("validation-mode", modes, pick(mode, modes, "async"))
+                    ),
+                ],
                 className="controls",
             ),
             dcc.Graph(id="validation-graph", config={"displaylogo": False}),
@@ -61,14 +80,16 @@ def layout(model: str | None = None, **_: Any) -> html.Div:
     Output("validation-summary", "children"),
     Output("validation-query", "data"),
     Input("validation-model", "value"),
+    Input("validation-mode", "value"),
 )
-def update_validation(model: str | None) -> Any:
-    """The model's measured-vs-predicted figure and its MAPE / max error table."""
-    df = rows(model)
+def update_validation(model: str | None, mode: str | None = "async") -> Any:
+    """The model's measured-vs-predicted figure in one mode and its MAPE / max error table."""
+    df = rows(model, mode)
     summary = fetch(
-        "SELECT network, policy, points, mape_pct, max_ape_pct FROM validation_summary "
-        "WHERE model = ? ORDER BY network, policy",
-        [model or ""],
+        "SELECT network, policy, count(*) AS points, avg(ape_pct) AS mape_pct, "
+        f"max(ape_pct) AS max_ape_pct FROM validation WHERE model = ? AND {_mode_sql()} = ? "
+        "GROUP BY network, policy ORDER BY network, policy",
+        [model or "", mode or ""],
     )
     head = ["network", "policy", "points", "MAPE %", "max error %"]
     table = html.Table(
@@ -82,13 +103,14 @@ def update_validation(model: str | None) -> Any:
         id="validation-table",
         className="data",
     )
-    return validation_figure(df, model or "no model"), table, search(model=model)
+    title = f"{model or 'no model'} ({mode})"
+    return validation_figure(df, title), table, search(model=model, mode=mode)
 
 
 register_export(
     "validation-export",
-    [State("validation-model", "value")],
+    [State("validation-model", "value"), State("validation-mode", "value")],
     rows,
-    lambda model: f"sgdsim-validation-{model}",
+    lambda model, mode: f"sgdsim-validation-{model}-{mode}",
 )
 register_url_sync("validation")

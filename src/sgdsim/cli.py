@@ -11,6 +11,7 @@ from typing import Any
 import click
 import duckdb
 
+from sgdsim.presets import DEFAULT_LATENCY_S, PRESETS
 from sgdsim.simulation import POLICIES
 from sgdsim.simulation.sync import FUSIONS, MODES
 
@@ -229,12 +230,6 @@ def check_config_cmd(configfiles: tuple[str, ...], base: str, schema: str | None
     )
 
 
-def _network_default(key: str) -> Any:
-    from sgdsim.config import schema
-
-    return schema()["properties"]["networks"]["items"]["properties"][key]["default"]
-
-
 def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     """The :class:`~sgdsim.simulation.point.SimParams` of a config file (or of the
     schema's defaults), with the options the user gave on top.
@@ -263,15 +258,24 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     "-b",
     multiple=True,
     type=_BANDWIDTH,
-    default=(1e9,),
-    show_default=True,
-    help="NIC rate per direction in bit/s (as on a data sheet: framing is "
-    "taken off as the pipeline does); repeat for several networks.",
+    help="NIC rate per direction in bit/s (as on a data sheet: Ethernet framing is "
+    "taken off as the pipeline does); repeat for several networks. Default: 1e9 "
+    "unless --network-preset is given.",
+)
+@click.option(
+    "--network-preset",
+    "-p",
+    "network_presets",
+    multiple=True,
+    type=click.Choice(list(PRESETS)),
+    help="An interconnect preset (rate and latency; see config/README.md), as a "
+    "networks[] entry's preset: names it; repeat for several. --latency-s overrides "
+    "its latency.",
 )
 @click.option(
     "--latency-s",
-    default=lambda: _network_default("latency_s"),
-    show_default="the config schema's networks[].latency_s",
+    default=None,
+    show_default=f"a preset's, else {DEFAULT_LATENCY_S:g}",
     type=_LATENCY,
     help="Per-message latency, s.",
 )
@@ -315,7 +319,8 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
 def predict(
     workload_path: str,
     bandwidth_bps: tuple[float, ...],
-    latency_s: float,
+    network_presets: tuple[str, ...],
+    latency_s: float | None,
     workers: tuple[int, ...],
     mode: str,
     policy: str | None,
@@ -331,9 +336,10 @@ def predict(
 
     Example: sgdsim predict --workload results/workloads/cpu/MobileNetV2.json -b 2.5e9 -n 3 -n 6
     """
+    from sgdsim.presets import network, resolve_network
     from sgdsim.reports import markdown_table
     from sgdsim.simulation import Workload
-    from sgdsim.simulation.point import grid_network, predict_point
+    from sgdsim.simulation.point import predict_point
 
     params = _sim_params(
         configfile,
@@ -357,20 +363,27 @@ def predict(
             param_hint="--policy",
         )
     w = Workload.load(workload_path)
+    entries = [{"name": f"{bw:g}", "bandwidth_bps": bw} for bw in bandwidth_bps]
+    entries += [{"name": p, "preset": p} for p in network_presets]
+    if not entries:
+        entries = [{"name": "1e+09", "bandwidth_bps": 1e9}]
     rows = []
-    for bw in bandwidth_bps:
+    for given in entries:
+        e = resolve_network({**given, "latency_s": latency_s}, "--network-preset")
+        net = network(e)
         for n in workers:
             try:
-                r = predict_point(w, grid_network(bw, latency_s), n, policy, params, mode=mode)
-            except ValueError as e:
-                raise click.ClickException(str(e)) from e
+                r = predict_point(w, net, n, policy, params, mode=mode)
+            except ValueError as err:
+                raise click.ClickException(str(err)) from err
             if as_json:
-                click.echo(json.dumps({"bandwidth_bps": bw, "latency_s": latency_s, **r}))
+                fields = {k: e[k] for k in ("bandwidth_bps", "latency_s", "preset")}
+                click.echo(json.dumps({**fields, **r}))
                 continue
             limit = "CPU" if r["steps_per_s"] < r["sim_steps_per_s"] else ""
             rows.append(
                 (
-                    f"{bw:.3g}",
+                    f"{e['bandwidth_bps']:.3g}" + (f" ({e['preset']})" if e["preset"] else ""),
                     n,
                     r["steps_per_s"],
                     r["steps_per_s_std"],

@@ -111,38 +111,64 @@ def saturation_n(workers: Sequence[int], steps_per_s: Sequence[float]) -> int | 
     return None
 
 
+def _mode(con: Any, table: str) -> str:
+    """SQL of a row's SGD mode in ``table``: its ``mode`` column, or ``'async'``
+    where the column is missing or NULL (stores written before measurements
+    carried the mode, when every measured point was asynchronous)."""
+    (n,) = con.execute(
+        "SELECT count(*) FROM information_schema.columns "
+        "WHERE table_name = ? AND column_name = 'mode'",
+        [table],
+    ).fetchone()
+    return "coalesce(mode, 'async')" if n else "'async'"
+
+
 def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
+    """Every measured point; columns as :data:`_POINT_COLUMNS`, the mode last."""
     return con.execute(
-        """
+        f"""
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
-               hardware, loopback, cpu_busy, cpu_steal
-        FROM validation ORDER BY model, bandwidth_bps, network, policy, workers
+               hardware, loopback, cpu_busy, cpu_steal, {_mode(con, "validation")} AS mode
+        FROM validation ORDER BY mode, model, bandwidth_bps, network, policy, workers
         """
     ).fetchall()
 
 
+#: Index of the SGD mode in a row of :func:`_validation_rows`.
+_MODE = 13
+
+
 def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
-    """Write the measured-validation accuracy table (Markdown) from views ``validation``
-    and ``validation_summary``: MAPE and maximum error per model, policy and
-    network, over all points, saturation points measured vs predicted, each
-    point, and the points that were skipped and why."""
+    """Write the measured-validation accuracy table (Markdown) from view ``validation``:
+    MAPE and maximum error per SGD mode, model, policy and network, over all
+    points and per mode, saturation points measured vs predicted, each point,
+    and the points that were skipped and why.
+
+    The mode comes from the store's ``mode`` column of ``validation`` and
+    ``measurements``; a store without one (or a NULL) counts as ``async``.
+    With one mode the tables leave the mode column out."""
     con = connect_read_only(db_path)
     try:
         points = _validation_rows(con)
+        mode = _mode(con, "validation")
         summary = con.execute(
+            f"""
+            SELECT {mode} AS m, model, policy, network, count(*), avg(ape_pct), max(ape_pct)
+            FROM validation GROUP BY ALL ORDER BY ALL
             """
-            SELECT model, policy, network, points, mape_pct, max_ape_pct
-            FROM validation_summary ORDER BY model, policy, network
-            """
+        ).fetchall()
+        per_mode = con.execute(
+            f"SELECT {mode} AS m, count(*), avg(ape_pct), max(ape_pct) FROM validation "
+            "GROUP BY m ORDER BY m"
         ).fetchall()
         overall = con.execute(
             "SELECT count(*), avg(ape_pct), max(ape_pct) FROM validation"
         ).fetchone()
         skipped = con.execute(
-            """
-            SELECT model, network, policy, workers, reason FROM measurements
-            WHERE status <> 'ok' ORDER BY ALL
+            f"""
+            SELECT {_mode(con, "measurements")} AS m, model, network, policy, workers, reason
+            FROM measurements WHERE status <> 'ok' ORDER BY ALL
             """
         ).fetchall()
         protocols = {
@@ -154,6 +180,14 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         }
     finally:
         con.close()
+    modes = {r[_MODE] for r in points} | {r[0] for r in skipped}
+    several = len(modes) > 1
+    by = ["mode"] if several else []
+
+    def keep(row: Sequence[Any]) -> tuple[Any, ...]:
+        # rows lead with their mode: shown only when the store holds several
+        return tuple(row) if several else tuple(row[1:])
+
     text = [
         "# Measured validation: predicted vs measured throughput",
         "",
@@ -161,21 +195,35 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         "namespace on this node, every NIC shaped by `tc tbf`) against the prediction from",
         "this run's single-worker profile, placed as the testbed is: all N workers on one",
         "node, sharing its cores. Error = (predicted − measured) / measured. Written by the",
-        "`report` rule from `results/sgdsim.duckdb` (views `validation`, `validation_summary`).",
+        "`report` rule from `results/sgdsim.duckdb` (view `validation`).",
         "",
     ]
+    if several:
+        text += [
+            "Synchronous points train as their mode does (`sync_ps`: a barrier per step on the",
+            "same PS testbed; `allreduce`: ring all-reduce among the workers); the tables give",
+            "each point's SGD mode.",
+            "",
+        ]
     if not points:
         text.append("No measured point: set `validation.points` (see config/README.md).")
     else:
         n, mape, worst = overall if overall else (0, 0.0, 0.0)
+        text += [f"**All {n} points: MAPE {mape:.1f} %, max error {worst:.1f} %.**", ""]
+        if several:
+            text += [
+                f"- {m}: {k} point{'' if k == 1 else 's'}, MAPE {a:.1f} %, max error {x:.1f} %"
+                for m, k, a, x in per_mode
+            ]
+            text.append("")
         text += [
-            f"**All {n} points: MAPE {mape:.1f} %, max error {worst:.1f} %.**",
-            "",
-            "## Per model, policy and network",
+            "## Per mode, model, policy and network"
+            if several
+            else "## Per model, policy and network",
             "",
             markdown_table(
-                ["model", "policy", "network", "points", "MAPE %", "max error %"],
-                [(*r[:4], f"{r[4]:.1f}", f"{r[5]:.1f}") for r in summary],
+                [*by, "model", "policy", "network", "points", "MAPE %", "max error %"],
+                [(*keep(r[:4]), r[4], f"{r[5]:.1f}", f"{r[6]:.1f}") for r in summary],
             ),
             "",
             "## Saturation",
@@ -186,16 +234,25 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ]
         groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         for r in points:
-            groups.setdefault(r[:3], []).append(r)
+            groups.setdefault((r[_MODE], *r[:3]), []).append(r)
         sat_rows = []
         for key, rows in groups.items():
             ns = [r[3] for r in rows]
             meas = saturation_n(ns, [r[4] for r in rows])
             pred = saturation_n(ns, [r[6] for r in rows])
-            sat_rows.append((*key, "—" if meas is None else meas, "—" if pred is None else pred))
+            sat_rows.append(
+                (*keep(key), "—" if meas is None else meas, "—" if pred is None else pred)
+            )
         text += [
             markdown_table(
-                ["model", "network", "policy", "measured saturation N", "predicted saturation N"],
+                [
+                    *by,
+                    "model",
+                    "network",
+                    "policy",
+                    "measured saturation N",
+                    "predicted saturation N",
+                ],
                 sat_rows,
             ),
             "",
@@ -203,6 +260,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             "",
             markdown_table(
                 [
+                    *by,
                     "model",
                     "network",
                     "policy",
@@ -214,7 +272,14 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "CPU busy / stolen %",
                 ],
                 [
-                    (*r[:4], r[4], r[5], r[6], f"{r[7]:+.1f}", _busy_steal(r[11], r[12]))
+                    (
+                        *keep((r[_MODE], *r[:4])),
+                        r[4],
+                        r[5],
+                        r[6],
+                        f"{r[7]:+.1f}",
+                        _busy_steal(r[11], r[12]),
+                    )
                     for r in points
                 ],
             ),
@@ -230,7 +295,10 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             "",
             "## Skipped",
             "",
-            markdown_table(["model", "network", "policy", "N", "reason"], skipped),
+            markdown_table(
+                [*by, "model", "network", "policy", "N", "reason"],
+                [keep(r) for r in skipped],
+            ),
         ]
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text("\n".join(text) + "\n")
@@ -279,11 +347,12 @@ def accuracy_plot(db_path: str | os.PathLike[str], out_path: str | os.PathLike[s
     )
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for r in points:
-        groups.setdefault(r[:3], []).append(r)
+        groups.setdefault((r[_MODE], *r[:3]), []).append(r)
+    several = len({k[0] for k in groups}) > 1
     palette = plotly.colors.qualitative.D3
-    for i, ((model, network, policy), rows) in enumerate(groups.items()):
+    for i, ((mode, model, network, policy), rows) in enumerate(groups.items()):
         color = palette[i % len(palette)]
-        label = f"{model} · {network} · {policy}"
+        label = f"{model} · {network} · {policy}" + (f" · {mode}" if several else "")
         fig.add_trace(
             go.Scatter(
                 x=[r[4] for r in rows],

@@ -57,11 +57,44 @@ def normalize_stage(profile_dir: str, tables_dir: str, workload_path: str) -> No
 
 
 def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any]]:
-    """The network ``name`` as the simulator sees it, and its config entry."""
-    from sgdsim.simulation.point import grid_network
+    """The network ``name`` as the simulator sees it, and its config entry with its
+    preset resolved (see :func:`sgdsim.presets.resolve_network`).
 
-    net = entry(config, "networks", name)
-    return grid_network(net["bandwidth_bps"], net["latency_s"], net["name"]), net
+    Raises:
+        ConfigError: no such entry, or an unknown preset.
+    """
+    from sgdsim.presets import network, resolve_network
+
+    i = next((i for i, e in enumerate(config["networks"]) if e["name"] == name), None)
+    if i is None:
+        raise ConfigError(f"config: networks: no entry named {name!r}")
+    where = f"config: networks[{i}] ({name})"
+    raw = config["networks"][i]
+    return network(raw, where), resolve_network(raw, where)
+
+
+def with_hardware(config: dict[str, Any], hardware: str, params: Any) -> Any:
+    """``params`` (a :class:`~sgdsim.simulation.point.SimParams`) with the ``hardware``
+    entry's workers per node for all-reduce (``gpus_per_node``) and the network
+    between them (``interconnect``, :func:`sgdsim.presets.interconnect_network`).
+
+    Raises:
+        ConfigError: no such hardware entry, or an unknown interconnect preset.
+    """
+    from sgdsim.presets import interconnect_network
+
+    i = next((i for i, e in enumerate(config["hardware"]) if e["name"] == hardware), None)
+    if i is None:
+        raise ConfigError(f"config: hardware: no entry named {hardware!r}")
+    h = config["hardware"][i]
+    collective = dataclasses.replace(
+        params.collective,
+        gpus_per_node=int(h.get("gpus_per_node", 1)),
+        intra_node=interconnect_network(
+            h.get("interconnect", "pcie3_x16"), f"config: hardware[{i}].interconnect"
+        ),
+    )
+    return dataclasses.replace(params, collective=collective)
 
 
 def grid_points(config: dict[str, Any]) -> list[tuple[str, str, int]]:
@@ -99,7 +132,7 @@ def simulate_stage(
     cfg = with_defaults(config)
     workload = Workload.load(workload_path)
     network, net = _grid_network(cfg, wildcards["network"])
-    params = SimParams.from_config(cfg)
+    params = with_hardware(cfg, wildcards["hardware"], SimParams.from_config(cfg))
     points = grid_points(cfg)
     rows = []
     for policy, mode, n in progress(points, desc=f"[simulate] {network.name}", unit="point"):

@@ -56,3 +56,49 @@ SELECT
     max(ape_pct) AS max_ape_pct
 FROM validation
 GROUP BY model, hardware, policy, network;
+
+-- SGD modes compared at the same model, hardware, network and N: one row per
+-- mode, with that mode's best policy (for allreduce: its best fusion rule) by
+-- samples/s, the fastest mode of the point, how much faster it is than this
+-- mode (fastest_ratio = fastest / this samples/s, fastest_gain_pct = 100 ×
+-- (ratio − 1)), and the fastest mode's lead over the runner-up (lead_ratio,
+-- lead_pct; NULL with one mode). Ties go to the policy, then the mode, first
+-- in alphabetical order.
+CREATE VIEW mode_comparison AS
+WITH best AS (
+    SELECT
+        model, hardware, network, bandwidth_bps, workers, mode, policy,
+        steps_per_s, samples_per_s,
+        count(*) OVER (PARTITION BY model, hardware, network, workers, mode) AS policies_compared
+    FROM predictions
+    QUALIFY row_number() OVER (
+        PARTITION BY model, hardware, network, workers, mode
+        ORDER BY samples_per_s DESC, policy
+    ) = 1
+),
+ranked AS (
+    SELECT
+        *,
+        row_number() OVER (
+            PARTITION BY model, hardware, network, workers ORDER BY samples_per_s DESC, mode
+        ) AS mode_rank,
+        count(*) OVER (PARTITION BY model, hardware, network, workers) AS modes_compared
+    FROM best
+)
+SELECT
+    r.model, r.hardware, r.network, r.bandwidth_bps, r.workers, r.mode, r.policy,
+    r.policies_compared, r.steps_per_s, r.samples_per_s, r.mode_rank, r.modes_compared,
+    f.mode AS fastest_mode, f.policy AS fastest_policy,
+    f.samples_per_s AS fastest_samples_per_s,
+    f.samples_per_s / nullif(r.samples_per_s, 0) AS fastest_ratio,
+    100 * (f.samples_per_s / nullif(r.samples_per_s, 0) - 1) AS fastest_gain_pct,
+    s.mode AS runner_up_mode, s.policy AS runner_up_policy,
+    f.samples_per_s / nullif(s.samples_per_s, 0) AS lead_ratio,
+    100 * (f.samples_per_s / nullif(s.samples_per_s, 0) - 1) AS lead_pct
+FROM ranked r
+JOIN ranked f
+  ON f.mode_rank = 1 AND f.model = r.model AND f.hardware = r.hardware
+ AND f.network = r.network AND f.workers = r.workers
+LEFT JOIN ranked s
+  ON s.mode_rank = 2 AND s.model = r.model AND s.hardware = r.hardware
+ AND s.network = r.network AND s.workers = r.workers;

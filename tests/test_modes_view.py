@@ -1,0 +1,284 @@
+"""View ``mode_comparison`` and the accuracy report by mode, on real stores built
+from Parquet files written here (expected ratios worked out by hand)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pytest
+
+from sgdsim.reports import accuracy_report
+from sgdsim.store import publish
+
+#: Every NOT NULL column of table ``predictions`` besides the keys and rates set per row.
+FILLER: dict[str, Any] = {
+    "hardware": "cpu",
+    "bandwidth_bps": 1e9,
+    "latency_s": 1e-4,
+    "batch_size": 10,
+    "steps_per_worker": 10,
+    "warmup_steps": 2,
+    "workers_per_node": 1,
+    "ps_discipline": "fair",
+    "mean_step_s": 0.1,
+    "ps_down_util": 0.1,
+    "ps_up_util": 0.1,
+    "blocked_fraction": 0.1,
+    "sim_time_s": 1.0,
+    "bytes_pulled": 1.0,
+    "bytes_pushed": 1.0,
+    "events": 1,
+    "sim_wall_s": 0.01,
+    "seed": 1,
+    "replications": 1,
+    "steps_per_s_std": 0.0,
+}
+
+
+def prediction(model: str, network: str, n: int, mode: str, policy: str, samples: float) -> dict:
+    # batch 10: steps/s is a tenth of samples/s
+    return {
+        **FILLER,
+        "model": model,
+        "network": network,
+        "workers": n,
+        "mode": mode,
+        "policy": policy,
+        "samples_per_s": samples,
+        "steps_per_s": samples / 10,
+    }
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    rows = [
+        # M, net a, N = 4: async best 120 (tictac), sync_ps 90, allreduce best 150 (buckets)
+        prediction("M", "a", 4, "async", "tf_default", 100.0),
+        prediction("M", "a", 4, "async", "tictac", 120.0),
+        prediction("M", "a", 4, "sync_ps", "tf_default", 90.0),
+        prediction("M", "a", 4, "allreduce", "none", 130.0),
+        prediction("M", "a", 4, "allreduce", "buckets", 150.0),
+        # N = 2: sync_ps wins 80 over async 64 (1.25) and allreduce 40 (2.0)
+        prediction("M", "a", 2, "async", "tf_default", 64.0),
+        prediction("M", "a", 2, "sync_ps", "tf_default", 80.0),
+        prediction("M", "a", 2, "allreduce", "single", 40.0),
+        # N = 1: a tie (the alphabetically first mode is named fastest)
+        prediction("M", "a", 1, "async", "tf_default", 50.0),
+        prediction("M", "a", 1, "allreduce", "single", 50.0),
+        # another network: one mode only, nothing to compare with
+        prediction("M", "b", 4, "async", "tf_default", 70.0),
+    ]
+    shard = tmp_path / "predictions.parquet"
+    pl.DataFrame(rows).write_parquet(shard)
+    db = tmp_path / "sgdsim.duckdb"
+    publish(db, [], [shard])
+    return db
+
+
+def view(db: Path, where: str) -> dict[str, dict[str, Any]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cur = con.execute(f"SELECT * FROM mode_comparison WHERE {where}")
+        cols = [d[0] for d in cur.description]
+        return {r[cols.index("mode")]: dict(zip(cols, r, strict=True)) for r in cur.fetchall()}
+    finally:
+        con.close()
+
+
+def test_each_mode_best_policy_and_the_fastest_mode_by_how_much(store):
+    rows = view(store, "network = 'a' AND workers = 4")
+    assert {m: r["policy"] for m, r in rows.items()} == {
+        "async": "tictac",
+        "sync_ps": "tf_default",
+        "allreduce": "buckets",
+    }
+    assert {m: r["policies_compared"] for m, r in rows.items()} == {
+        "async": 2,
+        "sync_ps": 1,
+        "allreduce": 2,
+    }
+    assert {r["fastest_mode"] for r in rows.values()} == {"allreduce"}
+    assert {r["fastest_policy"] for r in rows.values()} == {"buckets"}
+    assert {m: r["mode_rank"] for m, r in rows.items()} == {
+        "allreduce": 1,
+        "async": 2,
+        "sync_ps": 3,
+    }
+    # 150 / 120 = 1.25 (25 % faster than async); 150 / 90 = 5/3 (66.7 % faster than sync_ps)
+    assert rows["async"]["fastest_ratio"] == pytest.approx(1.25)
+    assert rows["async"]["fastest_gain_pct"] == pytest.approx(25.0)
+    assert rows["sync_ps"]["fastest_ratio"] == pytest.approx(5 / 3)
+    assert rows["sync_ps"]["fastest_gain_pct"] == pytest.approx(200 / 3)
+    assert rows["allreduce"]["fastest_ratio"] == 1.0
+    # the lead over the runner-up (async at 120): 1.25, the same on every row
+    for r in rows.values():
+        assert (r["runner_up_mode"], r["runner_up_policy"]) == ("async", "tictac")
+        assert r["lead_ratio"] == pytest.approx(1.25) and r["lead_pct"] == pytest.approx(25.0)
+        assert r["modes_compared"] == 3 and r["fastest_samples_per_s"] == 150.0
+    assert rows["sync_ps"]["steps_per_s"] == 9.0
+
+
+def test_other_points_ties_and_a_lone_mode(store):
+    two = view(store, "network = 'a' AND workers = 2")
+    assert two["async"]["fastest_mode"] == "sync_ps"
+    assert two["allreduce"]["fastest_ratio"] == pytest.approx(2.0)  # 80 / 40
+    assert two["sync_ps"]["lead_ratio"] == pytest.approx(1.25)  # 80 / 64
+    one = view(store, "network = 'a' AND workers = 1")
+    assert {r["fastest_mode"] for r in one.values()} == {"allreduce"}
+    assert one["async"]["fastest_ratio"] == 1.0 and one["async"]["lead_pct"] == 0.0
+    lone = view(store, "network = 'b'")
+    assert list(lone) == ["async"]
+    r = lone["async"]
+    assert r["fastest_mode"] == "async" and r["modes_compared"] == 1
+    assert r["runner_up_mode"] is None and r["lead_ratio"] is None
+
+
+def measured_point(n: int, measured: float, predicted: float) -> tuple[dict, dict]:
+    """One ok measurement of LeNet5 on network n and its testbed prediction."""
+    key = {"model": "LeNet5", "hardware": "cpu", "network": "n", "bandwidth_bps": 1e8}
+    key |= {"policy": "tf_default", "workers": n, "batch_size": 10}
+    m = {**key, "latency_s": 0.0, "duration_s": 5.0, "warmup_s": 1.0, "status": "ok"}
+    m |= {"reason": "", "loopback": False, "steps_per_s": measured, "samples_per_s": 10 * measured}
+    p = {**FILLER, **key, "predicted_bandwidth_Bps": 1.2e7, "steps_per_s": predicted}
+    p |= {"samples_per_s": 10 * predicted, "workers_per_node": n}
+    for k in ("latency_s", "ps_discipline"):
+        p.pop(k)
+    return m, p
+
+
+def measured_store(tmp_path: Path) -> Path:
+    """Two asynchronous points, errors +10 % and −10 % (a store without a mode column)."""
+    pts = [measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)]
+    files = []
+    for i, (m, p) in enumerate(pts):
+        for kind, row in (("m", m), ("p", p)):
+            files.append(tmp_path / f"{kind}{i}.parquet")
+            pl.DataFrame([row]).write_parquet(files[-1])
+    db = tmp_path / "sgdsim.duckdb"
+    publish(db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2])
+    return db
+
+
+def test_accuracy_report_without_a_mode_column_is_all_async(tmp_path):
+    db = measured_store(tmp_path)
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "**All 2 points: MAPE 10.0 %, max error 10.0 %.**" in text
+    assert "| model | policy | network | points |" in text  # one mode: no mode column
+    assert "| mode |" not in text
+
+
+def moded_store(tmp_path: Path) -> Path:
+    """:func:`measured_store` laid out as a store whose measurements carry the mode
+    (its two points NULL = async), plus an allreduce point (+5 %) and a skipped
+    sync_ps one."""
+    db = measured_store(tmp_path)
+    m, p = measured_point(2, 10.0, 10.5)  # allreduce: +5 %
+    con = duckdb.connect(str(db))
+    try:
+        # the layout of a store whose measurements carry the mode (NULL = async)
+        for table in ("measurements", "testbed_predictions"):
+            con.execute(f"ALTER TABLE {table} ADD COLUMN mode VARCHAR")
+        skipped = {**m, "mode": "sync_ps", "status": "skipped", "reason": "no root"}
+        for i, (table, row) in enumerate(
+            (
+                ("measurements", {**m, "mode": "allreduce"}),
+                ("testbed_predictions", {**p, "mode": "allreduce"}),
+                ("measurements", skipped),
+            )
+        ):
+            shard = tmp_path / f"mode{i}.parquet"
+            pl.DataFrame([row]).write_parquet(shard)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [str(shard)])
+        con.execute(
+            "CREATE OR REPLACE VIEW validation AS SELECT m.model, m.hardware, m.network, "
+            "m.bandwidth_bps, m.policy, m.workers, m.loopback, m.mode, "
+            "m.steps_per_s AS measured_steps_per_s, m.steps_per_s_std AS "
+            "measured_steps_per_s_std, p.steps_per_s AS predicted_steps_per_s, "
+            "100 * (p.steps_per_s - m.steps_per_s) / m.steps_per_s AS error_pct, "
+            "100 * abs(p.steps_per_s - m.steps_per_s) / m.steps_per_s AS ape_pct, "
+            "m.cpu_busy, m.cpu_steal FROM measurements m JOIN testbed_predictions p "
+            "USING (model, hardware, network, policy, workers) "
+            "WHERE m.status = 'ok' AND m.mode IS NOT DISTINCT FROM p.mode"
+        )
+    finally:
+        con.close()
+    return db
+
+
+def test_accuracy_report_groups_by_mode_when_measurements_carry_it(tmp_path):
+    db = moded_store(tmp_path)
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    # (10 + 10 + 5) / 3 = 8.3 % over all; per mode 10.0 (async, NULL in the store) and 5.0
+    assert "**All 3 points: MAPE 8.3 %, max error 10.0 %.**" in text
+    assert "- allreduce: 1 point, MAPE 5.0 %, max error 5.0 %" in text
+    assert "- async: 2 points, MAPE 10.0 %, max error 10.0 %" in text
+    assert "| mode | model | policy | network | points |" in text
+    assert "| allreduce | LeNet5 | tf_default | n | 1 | 5.0 | 5.0 |" in text
+    assert "| async | LeNet5 | tf_default | n | 2 | 10.0 | 10.0 |" in text
+    assert "| sync_ps | LeNet5 | n | tf_default | 2 | no root |" in text
+
+
+@pytest.fixture
+def pages(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The dashboard's page modules as the app loads them; the store is set per test."""
+    from dashboard.app import create_app
+
+    def load(db: Path) -> dict[str, Any]:
+        monkeypatch.setenv("SGDSIM_DB", str(db))
+        create_app()
+        return {n.split(".")[-1]: m for n, m in sys.modules.items() if n.startswith("pages.")}
+
+    return load
+
+
+def cells(table: Any) -> list[list[str]]:
+    return [[td.children for td in tr.children] for tr in table.children[1].children]
+
+
+def test_modes_page_names_the_fastest_mode_and_policy_choices_follow_the_mode(store, pages):
+    from dashboard.data import pick_policy
+
+    modes = pages(store)["modes"]
+    fig, note, table, query = modes.update_modes("M", "cpu", "a")
+    assert note.startswith("Best policy of each of 3 modes")
+    assert query == "?model=M&hardware=cpu&network=a"
+    assert [t.name for t in fig.data] == ["allreduce", "async", "sync_ps"]
+    assert list(fig.data[0].y) == [50.0, 40.0, 150.0]  # allreduce's best at N = 1, 2, 4
+    assert list(fig.data[1].customdata) == ["tf_default", "tf_default", "tictac"]
+    rows = cells(table)
+    assert [r[0] for r in rows] == ["1", "2", "4"]
+    assert rows[2][:3] == ["4", "allreduce (buckets)", "×1.25 (+25.0 %) over async"]
+    assert rows[2][3:] == [
+        "150 (buckets)",
+        "120 (tictac), ×1.25 behind",
+        "90 (tf_default), ×1.67 behind",
+    ]
+    assert rows[0][5] == "–"  # no sync_ps at N = 1
+    _, note, table, _ = modes.update_modes("M", "cpu", "b")
+    assert "one SGD mode here (async)" in note
+    # the policy dropdowns offer the mode's own policies (allreduce: fusion rules)
+    assert pick_policy(None, "allreduce") == (["buckets", "none", "single"], "buckets")
+    assert pick_policy("tictac", "async") == (["tf_default", "tictac"], "tictac")
+    assert pick_policy("none", "sync_ps") == (["tf_default"], "tf_default")
+    assert pages(store)["policies"].baselines_of_mode("allreduce", "tictac")[1] == "buckets"
+
+
+def test_validation_page_selects_the_mode(tmp_path, pages):
+    (tmp_path / "plain").mkdir()
+    validation = pages(measured_store(tmp_path / "plain"))["validation"]
+    assert validation.measured_modes() == ["async"]
+    assert validation.rows("LeNet5", "async").height == 2
+    validation = pages(moded_store(tmp_path))["validation"]
+    assert validation.measured_modes() == ["allreduce", "async"]
+    _, table, query = validation.update_validation("LeNet5", "allreduce")
+    assert query == "?model=LeNet5&mode=allreduce"
+    assert [c.children for c in table.children[1].children] == ["n", "tf_default", 1, "5.0", "5.0"]
+    assert validation.rows("LeNet5", "async")["workers"].to_list() == [1, 2]
