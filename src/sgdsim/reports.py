@@ -112,32 +112,36 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
         """
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
-               hardware, loopback, cpu_busy, cpu_steal
-        FROM validation ORDER BY model, bandwidth_bps, network, policy, workers
+               hardware, loopback, cpu_busy, cpu_steal, mode
+        FROM validation ORDER BY model, bandwidth_bps, network, mode, policy, workers
         """
     ).fetchall()
 
 
 def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
-    """Write the measured-validation accuracy table (Markdown) from views ``validation``
-    and ``validation_summary``: MAPE and maximum error per model, policy and
-    network, over all points, saturation points measured vs predicted, each
-    point, and the points that were skipped and why."""
+    """Write the measured-validation accuracy table (Markdown) from views ``validation``,
+    ``validation_by_mode`` and ``validation_summary``: MAPE and maximum error
+    over all points, per SGD mode, and per model, mode, policy and network;
+    saturation points measured vs predicted, each point, and the points that
+    were skipped and why."""
     con = connect_read_only(db_path)
     try:
         points = _validation_rows(con)
         summary = con.execute(
             """
-            SELECT model, policy, network, points, mape_pct, max_ape_pct
-            FROM validation_summary ORDER BY model, policy, network
+            SELECT model, mode, policy, network, points, mape_pct, max_ape_pct
+            FROM validation_summary ORDER BY model, mode, policy, network
             """
+        ).fetchall()
+        by_mode = con.execute(
+            "SELECT mode, points, mape_pct, max_ape_pct FROM validation_by_mode ORDER BY mode"
         ).fetchall()
         overall = con.execute(
             "SELECT count(*), avg(ape_pct), max(ape_pct) FROM validation"
         ).fetchone()
         skipped = con.execute(
             """
-            SELECT model, network, policy, workers, reason FROM measurements
+            SELECT model, network, mode, policy, workers, reason FROM measurements
             WHERE status <> 'ok' ORDER BY ALL
             """
         ).fetchall()
@@ -153,11 +157,13 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
     text = [
         "# Measured validation: predicted vs measured throughput",
         "",
-        "Real asynchronous TensorFlow training (one PS, N workers, each in its own network",
-        "namespace on this node, every NIC shaped by `tc tbf`) against the prediction from",
-        "this run's single-worker profile, placed as the testbed is: all N workers on one",
-        "node, sharing its cores. Error = (predicted − measured) / measured. Written by the",
-        "`report` rule from `results/sgdsim.duckdb` (views `validation`, `validation_summary`).",
+        "Real TensorFlow training (mode async: one PS, asynchronous updates; sync_ps: one PS,",
+        "SyncReplicasOptimizer; allreduce: MultiWorkerMirroredStrategy's RING all-reduce;",
+        "each host in its own network namespace on this node, every NIC shaped by",
+        "`tc tbf`) against the prediction from this run's single-worker profile, placed as",
+        "the testbed is: all N workers on one node, sharing its cores. Error = (predicted −",
+        "measured) / measured. Written by the `report` rule from `results/sgdsim.duckdb`",
+        "(views `validation`, `validation_by_mode`, `validation_summary`).",
         "",
     ]
     if not points:
@@ -167,11 +173,18 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         text += [
             f"**All {n} points: MAPE {mape:.1f} %, max error {worst:.1f} %.**",
             "",
-            "## Per model, policy and network",
+            "## Per mode",
             "",
             markdown_table(
-                ["model", "policy", "network", "points", "MAPE %", "max error %"],
-                [(*r[:4], f"{r[4]:.1f}", f"{r[5]:.1f}") for r in summary],
+                ["mode", "points", "MAPE %", "max error %"],
+                [(*r[:2], f"{r[2]:.1f}", f"{r[3]:.1f}") for r in by_mode],
+            ),
+            "",
+            "## Per model, mode, policy and network",
+            "",
+            markdown_table(
+                ["model", "mode", "policy", "network", "points", "MAPE %", "max error %"],
+                [(*r[:5], f"{r[5]:.1f}", f"{r[6]:.1f}") for r in summary],
             ),
             "",
             "## Saturation",
@@ -182,7 +195,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ]
         groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         for r in points:
-            groups.setdefault(r[:3], []).append(r)
+            groups.setdefault((r[0], r[1], r[13], r[2]), []).append(r)
         sat_rows = []
         for key, rows in groups.items():
             ns = [r[3] for r in rows]
@@ -191,7 +204,14 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             sat_rows.append((*key, "—" if meas is None else meas, "—" if pred is None else pred))
         text += [
             markdown_table(
-                ["model", "network", "policy", "measured saturation N", "predicted saturation N"],
+                [
+                    "model",
+                    "network",
+                    "mode",
+                    "policy",
+                    "measured saturation N",
+                    "predicted saturation N",
+                ],
                 sat_rows,
             ),
             "",
@@ -201,6 +221,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                 [
                     "model",
                     "network",
+                    "mode",
                     "policy",
                     "N",
                     "measured steps/s",
@@ -210,7 +231,16 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "CPU busy / stolen %",
                 ],
                 [
-                    (*r[:4], r[4], r[5], r[6], f"{r[7]:+.1f}", _busy_steal(r[11], r[12]))
+                    (
+                        *r[:2],
+                        r[13],
+                        *r[2:4],
+                        r[4],
+                        r[5],
+                        r[6],
+                        f"{r[7]:+.1f}",
+                        _busy_steal(r[11], r[12]),
+                    )
                     for r in points
                 ],
             ),
@@ -226,7 +256,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             "",
             "## Skipped",
             "",
-            markdown_table(["model", "network", "policy", "N", "reason"], skipped),
+            markdown_table(["model", "network", "mode", "policy", "N", "reason"], skipped),
         ]
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text("\n".join(text) + "\n")
@@ -239,7 +269,7 @@ def _busy_steal(busy: float | None, steal: float | None) -> str:
 def accuracy_plot(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
     """Write the predicted-vs-measured plot (self-contained Plotly HTML): left, each
     point against the diagonal with a ±10 % band; right, steps/s against N,
-    measured (markers) and predicted (lines), per model, network and policy."""
+    measured (markers) and predicted (lines), per model, network, mode and policy."""
     import plotly.colors
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -275,11 +305,11 @@ def accuracy_plot(db_path: str | os.PathLike[str], out_path: str | os.PathLike[s
     )
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for r in points:
-        groups.setdefault(r[:3], []).append(r)
+        groups.setdefault((r[0], r[1], r[13], r[2]), []).append(r)
     palette = plotly.colors.qualitative.D3
-    for i, ((model, network, policy), rows) in enumerate(groups.items()):
+    for i, ((model, network, mode, policy), rows) in enumerate(groups.items()):
         color = palette[i % len(palette)]
-        label = f"{model} · {network} · {policy}"
+        label = f"{model} · {network} · {mode} · {policy}"
         fig.add_trace(
             go.Scatter(
                 x=[r[4] for r in rows],
