@@ -117,4 +117,6 @@ def allreduce_step_file(wildcards):
     """The all-reduce path's own step time of the point's model: allreduce points only."""
     if wildcards.mode != "allreduce":
         return []
-    return f"results/validation/allreduce_step/{wildcards.hardware}/{wildcards.model}.json"
+    return (
+        f"results/validation/allreduce_step/{wildcards.hardware}/{wildcards.model}.json"
+    )
