@@ -66,18 +66,22 @@ def update_validation(model: str | None) -> Any:
     """The model's measured-vs-predicted figure and its MAPE / max error table."""
     df = rows(model)
     summary = fetch(
-        "SELECT network, policy, points, mape_pct, max_ape_pct FROM validation_summary "
-        "WHERE model = ? ORDER BY network, policy",
+        "SELECT network, mode, policy, points, mape_pct, max_ape_pct FROM validation_summary "
+        "WHERE model = ? ORDER BY network, mode, policy",
         [model or ""],
     )
-    head = ["network", "policy", "points", "MAPE %", "max error %"]
+    head = ["network", "mode", "policy", "points", "MAPE %", "max error %"]
     table = html.Table(
         [html.Tr([html.Th(h) for h in head])]
         + [
             html.Tr(
-                [html.Td(net), html.Td(pol), html.Td(n), html.Td(f"{m:.1f}"), html.Td(f"{x:.1f}")]
+                [
+                    *(html.Td(c) for c in (net, mode, pol, n)),
+                    html.Td(f"{m:.1f}"),
+                    html.Td(f"{x:.1f}"),
+                ]
             )
-            for net, pol, n, m, x in summary.iter_rows()
+            for net, mode, pol, n, m, x in summary.iter_rows()
         ],
         id="validation-table",
         className="data",
