@@ -330,6 +330,7 @@ def test_sync_ps_point_is_measured_with_sync_replicas(testbed_ok, tmp_path: Path
         "tf_default",
         1,
     )
+    assert row["allreduces_per_step"] is None
     _assert_lockstep(row)
 
 
@@ -344,6 +345,8 @@ def test_allreduce_point_is_measured_on_the_ring_and_no_faster_than_its_wire(
 
     row = _measure(tmp_path, monkeypatch, "allreduce", 2)
     assert (row["status"], row["mode"], row["policy"]) == ("ok", "allreduce", "single")
+    # TensorFlow packs every gradient into one all-reduce per step: fusion single
+    assert row["allreduces_per_step"] == 1
     _assert_lockstep(row)
     # every iteration all-reduces the gradients over the shaped ring (fusion single)
     beta = 1 / (1e8 / 8 * tbf_payload_fraction(row["mtu"]))

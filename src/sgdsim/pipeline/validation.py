@@ -355,6 +355,7 @@ def _measure_sync(
         "cpu_busy": r.cpu_busy,
         "cpu_steal": r.cpu_steal,
         "shaper_drops": r.drops,
+        "allreduces_per_step": r.allreduces_per_step,
     }
     if rule is not None and r.steady is not None:
         row |= {

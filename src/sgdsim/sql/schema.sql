@@ -175,7 +175,8 @@ CREATE TABLE measurements (
     batches          INTEGER,           -- steady: batches of the window (steps_per_s_windows are their rates)
     confidence       DOUBLE,            -- steady: confidence level of the interval
     max_s            DOUBLE,            -- steady: bound on the window, s
-    steps_in_window  INTEGER[]          -- steady: step ends of each worker inside the window
+    steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
+    allreduces_per_step INTEGER         -- allreduce: all-reduce ops in the traced step (1: every gradient in one pack, fusion single)
 );
 
 -- One row per prediction of a measured point, for the testbed's placement: all

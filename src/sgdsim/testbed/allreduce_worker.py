@@ -10,7 +10,9 @@ own ``batch_size`` samples (the global batch is N × ``batch_size``); every
 step all-reduces the gradients, so the workers step in lockstep. Inside the
 ``tf.function`` with the default ``CommunicationOptions`` (``bytes_per_pack``
 0) TensorFlow packs every gradient into one all-reduce after
-back-propagation (``CollectiveReplicaLauncher.batch_all_reduce``).
+back-propagation (``CollectiveReplicaLauncher.batch_all_reduce``); the step
+returns this replica's own loss, so that pack is the step's only all-reduce
+(``collective_ops`` shows it).
 
 The worker runs ``--warmup-steps`` steps, then ``--steps`` timed steps, and
 writes ``--out`` atomically as JSON::
@@ -18,7 +20,8 @@ writes ``--out`` atomically as JSON::
     {"task": k, "host": ..., "start_time": epoch s,
      "warmup_end_times": [epoch s of the end of every warm-up step],
      "step_end_times": [epoch s of the end of every timed step],
-     "cpu_s": CPU seconds (user + system, all threads) of the timed steps}
+     "cpu_s": CPU seconds (user + system, all threads) of the timed steps,
+     "collective_ops": {op type: count} of the collective ops in the traced step}
 
 With ``--progress`` every step end (warm-up included) is also appended to
 that file as it happens; with ``--stop`` the timed steps end after the step
@@ -132,8 +135,8 @@ def run_worker(
 
     @tf.function
     def train_step() -> Any:
-        per_replica = strategy.run(replica_step)
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        # this replica's own loss: reducing it too would add an all-reduce per step
+        return strategy.experimental_local_results(strategy.run(replica_step))[0]
 
     feed = open(progress, "a", buffering=1) if progress is not None else None  # noqa: SIM115
 
@@ -146,6 +149,7 @@ def run_worker(
 
     start = time.time()
     warm = [step() for _ in range(warmup_steps)]
+    collectives = collective_ops(train_step.get_concrete_function().graph)
     ends: list[float] = []
     cpu0 = _cpu_s()
     while len(ends) < steps and not stop_reached(stop, warmup_steps + len(ends)):
@@ -163,9 +167,28 @@ def run_worker(
                     "warmup_end_times": warm,
                     "step_end_times": ends,
                     "cpu_s": cpu,
+                    "collective_ops": collectives,
                 }
             )
         )
+
+
+def collective_ops(graph: Any) -> dict[str, int]:
+    """How many ops of each collective type (``Collective*``) a traced function's
+    graph holds, its nested functions' included."""
+    counts: dict[str, int] = {}
+    seen: set[int] = set()
+    todo = [graph]
+    while todo:
+        g = todo.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        for op in g.get_operations():
+            if op.type.startswith("Collective"):
+                counts[op.type] = counts.get(op.type, 0) + 1
+        todo.extend(f.graph for f in getattr(g, "_functions", {}).values() if hasattr(f, "graph"))
+    return counts
 
 
 def run_probe(workers: list[str], task: int, calls: int, repeats: int, out: Path) -> None:

@@ -238,6 +238,10 @@ def run_sync_measurement(
             sorted(float(x) for x in (*d.get("warmup_end_times", ()), *d["step_end_times"]))
             for d in results
         ]
+        packs = None
+        if mode == "allreduce":
+            ops = results[0].get("collective_ops", {})
+            packs = sum(n for t, n in ops.items() if t.startswith("CollectiveReduce"))
         est: SteadyEstimate | None = None
         if rule is not None:
             est = steady_stop(times, rule)
@@ -274,9 +278,11 @@ def run_sync_measurement(
         cpu_busy=None if shares is None else shares[0],
         cpu_steal=None if shares is None else shares[1],
         steady=est,
+        allreduces_per_step=packs,
     )
     log(
         f"{workers} {mode} worker(s): {total:.3f} steps/s over {window:.1f} s (per worker "
         f"{', '.join(f'{r:.3f}' for r in per)}); {result.drops} packets dropped by the shapers"
+        + ("" if packs is None else f"; {packs} all-reduce(s) per step")
     )
     return result
