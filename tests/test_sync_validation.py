@@ -153,6 +153,7 @@ def test_sync_path_workload_puts_the_measured_step_in_the_compute():
     # when each gradient is produced, relative to the step, is kept
     assert s.seg_dur_s[0] / s.seg_dur_s.sum() == pytest.approx(0.4, rel=1e-12)
     assert (s.overhead_s, s.pull_start_s, s.worker_cpu_s, s.ps_cpu_s) == (0.0, 0.0, 0.07, 0.0)
+    assert list(s.push_update_s) == [0.0, 0.0]  # the measured step applies the update
     assert s.meta["profile_compute_s"] == pytest.approx(0.02)
     assert list(s.push_bytes) == list(w.push_bytes)
     with pytest.raises(ValueError, match="step time"):

@@ -531,9 +531,10 @@ def sync_path_workload(workload: Any, step: dict[str, Any]) -> Any:
     (:func:`profile_allreduce_stage`). The profile's compute segments
     (seconds) are scaled by one factor so that they add up to that measured
     step, ``step["step_s"]``, keeping when each gradient is produced relative
-    to the others; the per-step overhead and the pull start become 0 (they
-    are in the measured step), the worker's CPU per step is the measured one
-    and the PS's 0 (no PS).
+    to the others; the per-step overhead, the pull start and the updates'
+    times become 0 (they are in the measured step, whose worker applies its
+    own update), the worker's CPU per step is the measured one and the PS's
+    0 (no PS).
 
     Raises:
         ValueError: ``step["step_s"]`` not > 0.
@@ -547,6 +548,7 @@ def sync_path_workload(workload: Any, step: dict[str, Any]) -> Any:
         seg_dur_s=workload.seg_dur_s * (step_s / compute),
         overhead_s=0.0,
         pull_start_s=0.0,
+        push_update_s=np.zeros_like(workload.push_update_s),
         worker_cpu_s=float(step["cpu_s"]),
         ps_cpu_s=0.0,
         meta={**workload.meta, "sync_path_step_s": step_s, "profile_compute_s": compute},
