@@ -26,16 +26,23 @@ def test_tiny_pipeline_publishes_one_prediction_per_grid_point(tiny_run: Path):
     cfg = tiny_config()
     db = tiny_run / "results" / "sgdsim.duckdb"
     con = duckdb.connect(str(db), read_only=True)
-    grid = set(
-        itertools.product(
+    # allreduce points take the fusion rules in place of the policies
+    schedules = [
+        (p, m)
+        for m in cfg["modes"]
+        for p in (cfg["fusions"] if m == "allreduce" else cfg["policies"])
+    ]
+    assert {m for _, m in schedules} == {"async", "sync_ps", "allreduce"}
+    grid = {
+        (model, hw, net, n, p, m)
+        for model, hw, net, n, (p, m) in itertools.product(
             [m["name"] for m in cfg["models"]],
             [h["name"] for h in cfg["hardware"]],
             [n["name"] for n in cfg["networks"]],
             cfg["workers"],
-            cfg["policies"],
-            cfg["modes"],
+            schedules,
         )
-    )
+    }
     rows = con.execute(
         "SELECT model, hardware, network, workers, policy, mode FROM predictions"
     ).fetchall()
@@ -60,11 +67,11 @@ def test_tiny_pipeline_publishes_one_prediction_per_grid_point(tiny_run: Path):
     w = Workload.load(str(tiny_run / "results" / "workloads" / "cpu" / "LeNet5.json"))
     assert trainable == 10 and int((w.pushes_param >= 0).sum()) == trainable
     # throughput never decreases when bandwidth grows
-    for n, policy in itertools.product(cfg["workers"], cfg["policies"]):
+    for n, (policy, mode) in itertools.product(cfg["workers"], schedules):
         by_bw = con.execute(
-            "SELECT steps_per_s FROM predictions WHERE workers = ? AND policy = ? "
+            "SELECT steps_per_s FROM predictions WHERE workers = ? AND policy = ? AND mode = ? "
             "ORDER BY bandwidth_bps",
-            [n, policy],
+            [n, policy, mode],
         ).fetchall()
         assert len(by_bw) == len(cfg["networks"])
         assert [r[0] for r in by_bw] == sorted(r[0] for r in by_bw)
@@ -73,13 +80,14 @@ def test_tiny_pipeline_publishes_one_prediction_per_grid_point(tiny_run: Path):
     n_max = max(cfg["workers"])
     eff = con.execute(
         "SELECT efficiency FROM scaling "
-        "WHERE network = ? AND workers = ? AND policy = 'tf_default'",
+        "WHERE network = ? AND workers = ? AND policy = 'tf_default' AND mode = 'async'",
         [slow, n_max],
     ).fetchone()[0]
     assert eff < 0.8
     speedup = dict(
         con.execute(
-            "SELECT workers, speedup FROM scaling WHERE network = '1Gbps' AND policy = 'tictac'"
+            "SELECT workers, speedup FROM scaling "
+            "WHERE network = '1Gbps' AND policy = 'tictac' AND mode = 'async'"
         ).fetchall()
     )
     assert speedup[1] == pytest.approx(1.0)
@@ -122,7 +130,7 @@ def test_tiny_pipeline_writes_the_listed_chrome_trace_and_policy_gains(tiny_run:
     slow = min(cfg["networks"], key=lambda n: n["bandwidth_bps"])["name"]
     for net in cfg["networks"]:
         for policy in cfg["policies"]:
-            line = f"| LeNet5 | cpu | {net['name']} | {policy} |"
+            line = f"| LeNet5 | cpu | {net['name']} | async | {policy} |"
             if policy == "fifo_random":  # the baseline: gain 1 by definition, not listed
                 assert line not in report
                 continue

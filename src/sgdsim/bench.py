@@ -20,6 +20,7 @@ import numpy as np
 
 from sgdsim.simulation import POLICIES, Network, Workload
 from sgdsim.simulation.point import SimParams, predict_point
+from sgdsim.simulation.sync import FUSIONS
 
 
 def _resnet50_layers() -> list[tuple[int, int]]:
@@ -94,6 +95,7 @@ def synthetic_resnet50(compute_s: float = 0.72, seed: int = 0) -> Workload:
 class BenchRow:
     """One benchmark measurement (seconds, events)."""
 
+    mode: str
     policy: str
     workers: int
     steps_per_worker: int
@@ -113,36 +115,39 @@ def run_bench(
     steps_per_worker: int = 50,
     repeat: int = 3,
     params: SimParams | None = None,
+    modes: Sequence[str] = ("async",),
 ) -> list[BenchRow]:
-    """Time :func:`~sgdsim.simulation.point.predict_point` for every policy × worker
-    count (best of ``repeat``), with ``params`` (default: the config schema's
-    defaults) but one replication of ``steps_per_worker`` steps."""
+    """Time :func:`~sgdsim.simulation.point.predict_point` for every mode × policy ×
+    worker count (best of ``repeat``), with ``params`` (default: the config
+    schema's defaults) but one replication of ``steps_per_worker`` steps;
+    ``allreduce`` runs every fusion rule in place of the policies."""
     from sgdsim.config import defaults
 
     base = params or SimParams.from_config(defaults())
     p = dataclasses.replace(base, steps_per_worker=steps_per_worker, replications=1)
     rows = []
-    for policy in policies:
+    schedules = [(m, pol) for m in modes for pol in (FUSIONS if m == "allreduce" else policies)]
+    for mode, policy in schedules:
         for n in workers:
             best, events = float("inf"), 0
             for _ in range(repeat):
                 t = time.perf_counter()
-                r = predict_point(workload, network, n, policy, p)
+                r = predict_point(workload, network, n, policy, p, mode=mode)
                 best = min(best, time.perf_counter() - t)
                 events = r["events"]
-            rows.append(BenchRow(policy, n, steps_per_worker, events, best))
+            rows.append(BenchRow(mode, policy, n, steps_per_worker, events, best))
     return rows
 
 
 def format_table(rows: Sequence[BenchRow]) -> str:
     """Markdown table of benchmark rows."""
     out = [
-        "| policy | workers | steps/worker | events | s per grid point | events/s |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| mode | policy | workers | steps/worker | events | s per grid point | events/s |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         out.append(
-            f"| {r.policy} | {r.workers} | {r.steps_per_worker} | {r.events:,} | "
+            f"| {r.mode} | {r.policy} | {r.workers} | {r.steps_per_worker} | {r.events:,} | "
             f"{r.wall_s:.3f} | {r.events_per_s:,.0f} |"
         )
     return "\n".join(out)

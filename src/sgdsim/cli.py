@@ -12,6 +12,7 @@ import click
 import duckdb
 
 from sgdsim.simulation import POLICIES
+from sgdsim.simulation.sync import FUSIONS, MODES
 
 
 class _Group(click.Group):
@@ -283,7 +284,20 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     show_default=True,
     help="Worker counts (1-4096); repeat for several.",
 )
-@click.option("--policy", default="tf_default", show_default=True, type=click.Choice(POLICIES))
+@click.option(
+    "--mode",
+    default="async",
+    show_default=True,
+    type=click.Choice(MODES),
+    help="async or sync_ps (parameter server), allreduce (ring all-reduce).",
+)
+@click.option(
+    "--policy",
+    default=None,
+    type=click.Choice(POLICIES + FUSIONS),
+    help="Transmission policy (async, sync_ps; default tf_default) or fusion rule "
+    "(allreduce; default buckets).",
+)
 @click.option(
     "--configfile",
     type=click.Path(exists=True, dir_okay=False),
@@ -303,7 +317,8 @@ def predict(
     bandwidth_bps: tuple[float, ...],
     latency_s: float,
     workers: tuple[int, ...],
-    policy: str,
+    mode: str,
+    policy: str | None,
     configfile: str | None,
     workers_per_node: int | None,
     steps: int | None,
@@ -332,12 +347,21 @@ def predict(
             f"--steps {params.steps_per_worker} must exceed the warm-up steps "
             f"({params.warmup_steps})"
         )
+    if policy is None:
+        policy = "buckets" if mode == "allreduce" else "tf_default"
+    if (mode == "allreduce") != (policy in FUSIONS):
+        raise click.BadParameter(
+            f"{policy!r} is not a {'fusion rule' if mode == 'allreduce' else 'policy'} of "
+            f"mode {mode}; choose one of "
+            + ", ".join(FUSIONS if mode == "allreduce" else POLICIES),
+            param_hint="--policy",
+        )
     w = Workload.load(workload_path)
     rows = []
     for bw in bandwidth_bps:
         for n in workers:
             try:
-                r = predict_point(w, grid_network(bw, latency_s), n, policy, params)
+                r = predict_point(w, grid_network(bw, latency_s), n, policy, params, mode=mode)
             except ValueError as e:
                 raise click.ClickException(str(e)) from e
             if as_json:
@@ -485,6 +509,14 @@ def import_(
     type=click.Choice(POLICIES),
     help="Policies to time (repeat; default: all).",
 )
+@click.option(
+    "--mode",
+    "-m",
+    "modes",
+    multiple=True,
+    type=click.Choice(MODES),
+    help="Modes to time (repeat; default: all; allreduce times every fusion rule).",
+)
 def bench(
     workload_path: str | None,
     bandwidth_bps: float,
@@ -493,6 +525,7 @@ def bench(
     steps: int,
     repeat: int,
     policies: tuple[str, ...],
+    modes: tuple[str, ...],
 ) -> None:
     """Benchmark the simulator: events/s and seconds per grid point, per policy and N."""
     from sgdsim.bench import format_table, run_bench, synthetic_resnet50
@@ -507,6 +540,7 @@ def bench(
         policies or POLICIES,
         steps_per_worker=steps,
         repeat=repeat,
+        modes=modes or MODES,
     )
     click.echo(format_table(rows))
 

@@ -45,6 +45,10 @@ def _protocol_notes(protocols: set[str]) -> list[str]:
     return notes
 
 
+#: Columns that identify a row of the policy gain report.
+GAIN_KEYS = ["model", "hardware", "network", "mode", "policy"]
+
+
 def policy_gain_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
     """Write the gain of each transmission policy over ``fifo_random`` per model and network.
 
@@ -56,12 +60,12 @@ def policy_gain_report(db_path: str | os.PathLike[str], out_path: str | os.PathL
     try:
         rows = con.execute(
             """
-            SELECT model, hardware, network, policy,
+            SELECT model, hardware, network, mode, policy,
                    avg(gain_vs_fifo_random), min(gain_vs_fifo_random),
                    max(gain_vs_fifo_random), count(*)
             FROM policy_gain
             WHERE gain_vs_fifo_random IS NOT NULL AND policy <> 'fifo_random'
-            GROUP BY ALL ORDER BY model, hardware, network, policy
+            GROUP BY ALL ORDER BY model, hardware, network, mode, policy
             """
         ).fetchall()
     finally:
@@ -70,7 +74,7 @@ def policy_gain_report(db_path: str | os.PathLike[str], out_path: str | os.PathL
         "# Transmission policies: predicted gain over fifo_random",
         "",
         "Steps/s of each policy divided by steps/s of `fifo_random` (one tensor at a time in",
-        "a random order) at the same model, hardware, network and number of workers N;",
+        "a random order) at the same model, hardware, network, mode and number of workers N;",
         "mean, minimum and maximum over the N of the grid. Written by the `report` rule",
         "from `results/sgdsim.duckdb` (view `policy_gain`).",
         "",
@@ -78,7 +82,7 @@ def policy_gain_report(db_path: str | os.PathLike[str], out_path: str | os.PathL
     if rows:
         text.append(
             markdown_table(
-                ["model", "hardware", "network", "policy", "mean gain", "min", "max", "N values"],
+                [*GAIN_KEYS, "mean gain", "min", "max", "N values"],
                 rows,
             )
         )

@@ -22,7 +22,7 @@ from sgdsim.simulation.bounds import (
 )
 from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.policies import PolicySizes, get_policy
-from sgdsim.simulation.sync import CollectiveSettings
+from sgdsim.simulation.sync import MODES, CollectiveSettings, simulate
 from sgdsim.simulation.workload import Network, Workload
 
 #: Rounds of the damped fixed-point iteration of the testbed's compute slots.
@@ -50,6 +50,7 @@ class SimParams:
         pull_join_delay_s: seconds a step that starts on a busy PS waits
             (measured on the testbed; 0 elsewhere).
         collective: settings of the ``allreduce`` mode.
+        phase_band: add the phase band (:func:`phase_band`) to ``async`` points with N > 1.
     """
 
     steps_per_worker: int
@@ -63,6 +64,7 @@ class SimParams:
     network_cpu_s_per_byte: float = 0.0
     pull_join_delay_s: float = 0.0
     collective: CollectiveSettings = field(default_factory=CollectiveSettings)
+    phase_band: bool = False
 
     @classmethod
     def from_config(cls, config: dict[str, Any], **overrides: Any) -> SimParams:
@@ -82,6 +84,7 @@ class SimParams:
                 float(sim["bytescheduler_partition_bytes"]),
                 float(sim["bytescheduler_credit_bytes"]),
             ),
+            phase_band=bool(sim["phase_band"]),
             collective=CollectiveSettings(
                 algorithm=str(ar["algorithm"]),
                 bucket_bytes=float(ar["bucket_bytes"]),
@@ -156,23 +159,17 @@ def predict_point(
             gains the columns of :func:`sgdsim.protocol.steady_columns`.
         trace: if given, receives the first run's trace records.
 
+    With ``params.phase_band`` an ``async`` point with N > 1 gains
+    ``steps_per_s_lo`` and ``steps_per_s_hi`` (:func:`phase_band`); other
+    points get None there.
+
     Raises:
         ValueError: bad N, policy or parameters (see :func:`simulate_async`).
     """
-    if mode != "async":
-        raise ValueError(f"mode {mode!r} is not simulated yet; use async")
-    pol = get_policy(policy)
-    gap = workload.rpc_rtt_s + 2 * network.latency_s
-    kw: dict[str, Any] = {
-        "policy": policy,
-        "seed": params.seed,
-        "workers_per_node": params.workers_per_node,
-        "ps_discipline": params.ps_discipline,
-        "pull_gap_s": gap,
-        "pull_gap_cpu": params.ps_with_workers,
-        "pull_join_delay_s": params.pull_join_delay_s,
-        **dataclasses.asdict(params.sizes),
-    }
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    serial = mode != "allreduce" and get_policy(policy).serial_pulls
+    kw = _sim_kwargs(workload, network, policy, params, mode)
 
     estimates: list[Any] = []  # the steady-state estimate of the last run
     sim_log: list[list[float]] = []
@@ -195,6 +192,11 @@ def predict_point(
                 workload, network, workers, start_offsets_s, warmup_s, duration_s, min_steps,
                 compute_slots=slots, **kw,
             )  # fmt: skip
+        if mode != "async":
+            return simulate(
+                workload, network, workers, params.steps_per_worker, params.warmup_steps,
+                compute_slots=slots, **kw,
+            )  # fmt: skip
         return simulate_async_replicated(
             workload,
             network,
@@ -209,7 +211,7 @@ def predict_point(
         )
 
     cpu_net = params.network_cpu_s_per_byte
-    shared = params.workers_per_node > 1 or (params.ps_with_workers and pol.serial_pulls)
+    shared = params.workers_per_node > 1 or (params.ps_with_workers and serial)
     slots = compute_slots(workload)
     r = run(slots)
     if shared and params.ps_with_workers:
@@ -222,19 +224,98 @@ def predict_point(
             x = 0.5 * (x + r.steps_per_s)
     row = dataclasses.asdict(r)
     row["sim_wall_s"] = row.pop("wall_s")
-    bound = cpu_bound_steps_per_s(
-        workload, workers, params.workers_per_node, params.ps_with_workers, cpu_net
-    )
+    bound = _cpu_bound(workload, workers, params, mode)
     row["sim_steps_per_s"] = r.steps_per_s
     row["cpu_bound_steps_per_s"] = None if math.isinf(bound) else bound
-    row["pull_gap_s"] = gap
+    row["pull_gap_s"] = kw["pull_gap_s"]
     row["compute_slots"] = slots if shared else None
     if bound < r.steps_per_s:
         row["steps_per_s"] = bound
         row["samples_per_s"] = bound * workload.batch_size
+    row["steps_per_s_lo"] = row["steps_per_s_hi"] = None
+    if params.phase_band and mode == "async" and workers > 1:
+        lo, hi = phase_band(workload, network, workers, params, kw, slots)
+        v = row["steps_per_s"]
+        row["steps_per_s_lo"] = min(lo, bound, v)
+        row["steps_per_s_hi"] = max(min(hi, bound), v)
     if steady is not None:
         from sgdsim.protocol import steady_columns
 
         est = estimates[-1]
         row |= steady_columns(est, [[t - est.start for t in e] for e in sim_log])
     return row
+
+
+def _cpu_bound(workload: Workload, workers: int, params: SimParams, mode: str) -> float:
+    """The point's CPU bound in steps/s (inf: none); ``allreduce`` has no PS to bound."""
+    if mode == "allreduce":
+        return math.inf
+    return cpu_bound_steps_per_s(
+        workload,
+        workers,
+        params.workers_per_node,
+        params.ps_with_workers,
+        params.network_cpu_s_per_byte,
+    )
+
+
+def _sim_kwargs(
+    workload: Workload, network: Network, policy: str, params: SimParams, mode: str
+) -> dict[str, Any]:
+    """The simulator's keyword arguments of a point (see :func:`predict_point`)."""
+    kw: dict[str, Any] = {
+        "policy": policy,
+        "seed": params.seed,
+        "workers_per_node": params.workers_per_node,
+        "ps_discipline": params.ps_discipline,
+        "pull_gap_s": workload.rpc_rtt_s + 2 * network.latency_s,
+        "pull_gap_cpu": params.ps_with_workers,
+        "pull_join_delay_s": params.pull_join_delay_s,
+        **dataclasses.asdict(params.sizes),
+    }
+    if mode != "async":
+        kw |= {"mode": mode, "collective": params.collective}
+    return kw
+
+
+def phase_band(
+    workload: Workload,
+    network: Network,
+    workers: int,
+    params: SimParams,
+    kw: dict[str, Any],
+    slots: float,
+) -> tuple[float, float]:
+    """Throughput of asynchronous workers in phase and staggered: (lower, upper) steps/s.
+
+    Asynchronous workers settle into a relative phase that the network decides
+    (a fair queue keeps whatever phase they have, a FIFO with a deep buffer
+    drives two workers into alternation, one with a shallow buffer keeps them
+    together; see docs/steady-state.md), so one point has a band of
+    throughputs. Its ends are simulated without the join delay (which moves
+    phases), from two starts the links then keep: every worker at once (all
+    pull together, all push together) and the workers spread evenly over one
+    contention-free step (``k/N`` of it, so that pulls and pushes of different
+    workers overlap most). The band is the lower and the higher of the two.
+
+    Args:
+        workload, network, workers, params: as :func:`predict_point`.
+        kw: the point's simulator arguments (:func:`_sim_kwargs`).
+        slots: the compute slots of the point's run.
+
+    Raises:
+        ValueError: as :func:`~sgdsim.simulation.async_ps.simulate_async`.
+    """
+    from sgdsim.simulation.async_ps import simulate_async, single_step_estimate
+
+    t1 = single_step_estimate(workload, network)
+    starts = ([0.0] * workers, [k * t1 / workers for k in range(workers)])
+    args = {**kw, "pull_join_delay_s": 0.0, "compute_slots": slots}
+    rates = [
+        simulate_async(
+            workload, network, workers, params.steps_per_worker, params.warmup_steps,
+            start_offsets_s=offsets, **args,
+        ).steps_per_s
+        for offsets in starts
+    ]  # fmt: skip
+    return min(rates), max(rates)

@@ -75,8 +75,8 @@ def simulate_episodes(
         start_offsets_s: (E, N) start offsets, seconds (E ≥ 1).
         warmup_s, duration_s, min_steps: the measurement's (see
             :func:`sgdsim.testbed.run_async_measurement`).
-        kwargs: further arguments of ``simulate_async`` (placement, policy sizes,
-            pull gap, ...).
+        kwargs: further arguments of :func:`sgdsim.simulation.sync.simulate`
+            (mode, placement, policy sizes, pull gap, ...).
 
     Returns:
         An :class:`~sgdsim.simulation.async_ps.AsyncResult` whose ``steps_per_s``
@@ -91,7 +91,8 @@ def simulate_episodes(
 
     import numpy as np
 
-    from sgdsim.simulation.async_ps import simulate_async, single_step_estimate
+    from sgdsim.simulation.async_ps import single_step_estimate
+    from sgdsim.simulation.sync import simulate
 
     rows = [list(map(float, r)) for r in start_offsets_s]
     if not rows:
@@ -107,7 +108,7 @@ def simulate_episodes(
         steps = max(min_steps, math.ceil((max(row) + train_s) / t1)) + 2
         while True:
             log: list[list[float]] = []
-            r = simulate_async(
+            r = simulate(
                 workload, network, workers, steps, 0, policy, seed,
                 start_offsets_s=row, step_log=log, **kwargs,
             )  # fmt: skip
@@ -163,8 +164,8 @@ def simulate_steady(
         estimate: if given, receives the :class:`~sgdsim.protocol.SteadyEstimate`
             (half-width, batch rates, window, whether it converged).
         step_log: if given, receives each worker's simulated step ends (s).
-        kwargs: further arguments of ``simulate_async`` (placement, policy sizes,
-            pull gap, ...).
+        kwargs: further arguments of :func:`sgdsim.simulation.sync.simulate`
+            (mode, placement, policy sizes, pull gap, ...).
 
     Returns:
         An :class:`~sgdsim.simulation.async_ps.AsyncResult` whose ``steps_per_s``
@@ -177,14 +178,15 @@ def simulate_steady(
     """
     import dataclasses
 
-    from sgdsim.simulation.async_ps import simulate_async, single_step_estimate
+    from sgdsim.simulation.async_ps import single_step_estimate
+    from sgdsim.simulation.sync import simulate
 
     t1 = single_step_estimate(workload, network)
     reach = rule.settle_s + max(rule.min_steps * t1, 10 * rule.check_every_s)
     steps = rule.warmup_steps + max(rule.min_steps, math.ceil(reach / t1)) + 2
     for _ in range(MAX_DOUBLINGS):
         log: list[list[float]] = []
-        r = simulate_async(
+        r = simulate(
             workload, network, workers, steps, rule.warmup_steps, policy, seed,
             step_log=log, **kwargs,
         )  # fmt: skip

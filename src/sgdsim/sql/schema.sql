@@ -101,19 +101,19 @@ CREATE TABLE predictions (
     network          VARCHAR NOT NULL,  -- network entry of the config
     bandwidth_bps    DOUBLE NOT NULL,   -- NIC capacity per direction, bit/s
     latency_s        DOUBLE NOT NULL,   -- per-message latency
-    mode             VARCHAR NOT NULL,  -- async
+    mode             VARCHAR NOT NULL,  -- async, sync_ps or allreduce
     batch_size       INTEGER NOT NULL,
     workers          INTEGER NOT NULL,  -- N
     steps_per_worker INTEGER NOT NULL,
     warmup_steps     INTEGER NOT NULL,
-    policy           VARCHAR NOT NULL,  -- transmission policy, e.g. tf_default
+    policy           VARCHAR NOT NULL,  -- transmission policy (e.g. tf_default); allreduce: fusion rule
     workers_per_node INTEGER NOT NULL,  -- co-located workers sharing a node's cores
     ps_discipline    VARCHAR NOT NULL,  -- fair | fifo: how the PS NIC serves workers
     steps_per_s      DOUBLE NOT NULL,   -- worker steps per second, all workers (mean of replications)
     samples_per_s    DOUBLE NOT NULL,   -- steps_per_s * batch_size
     mean_step_s      DOUBLE NOT NULL,   -- mean step time of one worker
-    ps_down_util     DOUBLE NOT NULL,   -- busy fraction of the PS NIC, PS -> workers
-    ps_up_util       DOUBLE NOT NULL,   -- busy fraction of the PS NIC, workers -> PS
+    ps_down_util     DOUBLE NOT NULL,   -- busy fraction of the PS NIC, PS -> workers (allreduce: a node's NIC)
+    ps_up_util       DOUBLE NOT NULL,   -- busy fraction of the PS NIC, workers -> PS (allreduce: a node's NIC)
     blocked_fraction DOUBLE NOT NULL,   -- share of worker time waiting on communication
     sim_time_s       DOUBLE NOT NULL,   -- simulated time span
     bytes_pulled     DOUBLE NOT NULL,   -- bytes carried PS -> workers in the run
@@ -126,7 +126,9 @@ CREATE TABLE predictions (
     sim_steps_per_s  DOUBLE,            -- simulated steps/s before the CPU bound
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
-    compute_slots    DOUBLE             -- co-located workers computing at full speed at once (NULL: cores not shared)
+    compute_slots    DOUBLE,            -- co-located workers computing at full speed at once (NULL: cores not shared)
+    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase or staggered, the slower (NULL: no band)
+    steps_per_s_hi   DOUBLE             -- phase band, upper end
 );
 
 -- One row per measured validation run: real TensorFlow training, asynchronous
@@ -212,6 +214,8 @@ CREATE TABLE testbed_predictions (
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
     compute_slots    DOUBLE,            -- workers computing at full speed at once on the node's cores left by the PS, RPC and network work
+    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase or staggered, the slower (NULL: no band)
+    steps_per_s_hi   DOUBLE,            -- phase band, upper end
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
     message_overhead_s DOUBLE,          -- software cost of one ring all-reduce message, added to the latency to make alpha (calibrated; 0 without allreduce points)
