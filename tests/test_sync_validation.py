@@ -232,6 +232,7 @@ def test_store_and_accuracy_report_keep_the_modes_apart(tmp_path: Path):
     assert "| allreduce | 2 | 10.0 | 20.0 |" in text and "| async | 2 | 7.5 | 10.0 |" in text
     assert "| LeNet5 | allreduce | single | 100Mbps | 2 | 10.0 | 20.0 |" in text
     assert "All 4 points: MAPE 8.8 %" in text
+    assert "Synchronous modes (sync_ps, allreduce): workers in lockstep" in text
 
 
 # ------------------------------------------------- predictions (simulator)

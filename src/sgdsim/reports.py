@@ -28,8 +28,9 @@ def _protocol_notes(protocols: set[str]) -> list[str]:
     notes = []
     if "episodes" in protocols:
         notes += [
-            "Episodes (`validation.protocol: episodes`): runs with N > 1 start the workers "
-            "at seeded random offsets (`validation.episodes`); measured steps/s is the mean "
+            "Episodes (`validation.protocol: episodes`): asynchronous runs with N > 1 start "
+            "the workers at seeded random offsets (`validation.episodes`); measured steps/s "
+            "is the mean "
             "over episodes and ± their standard deviation (one episode: over sub-windows), "
             "and the prediction simulates the same offsets.",
             "",
@@ -250,6 +251,16 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             ),
             "",
             *_protocol_notes(protocols),
+            *(
+                [
+                    "Synchronous modes (sync_ps, allreduce): workers in lockstep have no phase "
+                    "to draw, so each point is one run; ± is over its 4 equal sub-windows "
+                    "(steady: its batches).",
+                    "",
+                ]
+                if any(r[13] != "async" for r in points)
+                else []
+            ),
             "CPU busy / stolen: share of this machine's CPU time that was busy, and that the "
             "hypervisor took for other tenants, over the measured window (`/proc/stat`).",
         ]
