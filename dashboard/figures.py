@@ -628,24 +628,30 @@ def timeline_figure(
 
 
 def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
-    """Measured and predicted steps/s against workers for one model: per network and
-    policy, the measurements as markers with their standard deviation over episodes
+    """Measured and predicted steps/s against workers for one model: per network,
+    SGD mode and policy, the measurements as markers with their standard deviation over episodes
     and the prediction as a dashed line of the same colour.
 
     Args:
         df: rows of the ``validation`` view for one model (columns network,
-            bandwidth_bps, policy, workers, measured_steps_per_s,
+            bandwidth_bps, mode (``async`` when absent), policy, workers, measured_steps_per_s,
             measured_steps_per_s_std, predicted_steps_per_s).
         model: model name, for the title.
     """
     fig = go.Figure()
+    if "mode" not in df.columns:
+        df = df.with_columns(mode=pl.lit("async"))
     groups = (
-        df.select("network", "bandwidth_bps", "policy").unique().sort("bandwidth_bps", "policy")
+        df.select("network", "bandwidth_bps", "mode", "policy")
+        .unique()
+        .sort("bandwidth_bps", "mode", "policy")
     )
-    for i, (network, _, policy) in enumerate(groups.iter_rows()):
-        d = df.filter((pl.col("network") == network) & (pl.col("policy") == policy)).sort("workers")
+    for i, (network, _, mode, policy) in enumerate(groups.iter_rows()):
+        d = df.filter(
+            (pl.col("network") == network) & (pl.col("mode") == mode) & (pl.col("policy") == policy)
+        ).sort("workers")
         color = PALETTE[i % len(PALETTE)]
-        label = f"{network} · {policy}"
+        label = f"{network} · {mode} · {policy}"
         errors = d["ape_pct"].to_list() if "ape_pct" in d.columns else [None] * d.height
         fig.add_trace(
             go.Scatter(
@@ -676,6 +682,6 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
         title=f"{model}: measured (markers) and predicted (dashed) steps/s on the testbed",
         xaxis={"title": "workers N", "dtick": 1},
         yaxis={"title": "Throughput (steps/s, all workers)", "rangemode": "tozero"},
-        legend={"title": "network · policy"},
+        legend={"title": "network · mode · policy"},
     )
     return fig

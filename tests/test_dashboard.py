@@ -221,15 +221,26 @@ def test_validation_figure_pairs_measured_markers_with_predicted_lines():
         }
     )
     fig = validation_figure(df, "M")
-    # slowest network first, then policy; measured (markers) before predicted (lines)
+    # slowest network first, then mode (async where the rows name none) and
+    # policy; measured (markers) before predicted (lines)
     assert [t.name for t in fig.data] == [
-        "100Mbps · tf_default measured",
-        "100Mbps · tf_default predicted",
-        "100Mbps · tictac measured",
-        "100Mbps · tictac predicted",
-        "200Mbps · tf_default measured",
-        "200Mbps · tf_default predicted",
+        "100Mbps · async · tf_default measured",
+        "100Mbps · async · tf_default predicted",
+        "100Mbps · async · tictac measured",
+        "100Mbps · async · tictac predicted",
+        "200Mbps · async · tf_default measured",
+        "200Mbps · async · tf_default predicted",
     ]
+    # a synchronous point at the same network and policy is a curve of its own
+    sync = df.with_columns(mode=pl.Series(["async", "sync_ps", "async", "async"]))
+    names = [t.name for t in validation_figure(sync, "M").data]
+    assert names[:4] == [
+        "100Mbps · async · tf_default measured",
+        "100Mbps · async · tf_default predicted",
+        "100Mbps · async · tictac measured",
+        "100Mbps · async · tictac predicted",
+    ]
+    assert "100Mbps · sync_ps · tf_default measured" in names and len(names) == 8
     measured, predicted = fig.data[0], fig.data[1]
     assert measured.mode == "markers" and predicted.mode == "lines"
     assert list(measured.x) == [1, 2] and list(measured.y) == [1.0, 1.8]

@@ -546,7 +546,7 @@ def test_validation_and_run_info_pages(driver, base_url, store, render_times):
     if measured:
         groups = sql(
             store,
-            "SELECT count(DISTINCT (network, policy)) FROM validation "
+            "SELECT count(DISTINCT (network, mode, policy)) FROM validation "
             "WHERE model = (SELECT min(model) FROM validation)",
         )[0][0]
         assert len(css(driver, "#validation-table tr")) == 1 + groups

@@ -151,7 +151,8 @@ def measured_point(n: int, measured: float, predicted: float) -> tuple[dict, dic
 
 
 def measured_store(tmp_path: Path) -> Path:
-    """Two asynchronous points, errors +10 % and −10 % (a store without a mode column)."""
+    """Two asynchronous points, errors +10 % and −10 % (shards without a mode column,
+    as stores written before measurements carried it)."""
     pts = [measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)]
     files = []
     for i, (m, p) in enumerate(pts):
@@ -174,16 +175,12 @@ def test_accuracy_report_without_a_mode_column_is_all_async(tmp_path):
 
 
 def moded_store(tmp_path: Path) -> Path:
-    """:func:`measured_store` laid out as a store whose measurements carry the mode
-    (its two points NULL = async), plus an allreduce point (+5 %) and a skipped
-    sync_ps one."""
+    """:func:`measured_store` (its two points async) plus an allreduce point (+5 %)
+    and a skipped sync_ps one."""
     db = measured_store(tmp_path)
     m, p = measured_point(2, 10.0, 10.5)  # allreduce: +5 %
     con = duckdb.connect(str(db))
     try:
-        # the layout of a store whose measurements carry the mode (NULL = async)
-        for table in ("measurements", "testbed_predictions"):
-            con.execute(f"ALTER TABLE {table} ADD COLUMN mode VARCHAR")
         skipped = {**m, "mode": "sync_ps", "status": "skipped", "reason": "no root"}
         for i, (table, row) in enumerate(
             (
@@ -195,17 +192,6 @@ def moded_store(tmp_path: Path) -> Path:
             shard = tmp_path / f"mode{i}.parquet"
             pl.DataFrame([row]).write_parquet(shard)
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [str(shard)])
-        con.execute(
-            "CREATE OR REPLACE VIEW validation AS SELECT m.model, m.hardware, m.network, "
-            "m.bandwidth_bps, m.policy, m.workers, m.loopback, m.mode, "
-            "m.steps_per_s AS measured_steps_per_s, m.steps_per_s_std AS "
-            "measured_steps_per_s_std, p.steps_per_s AS predicted_steps_per_s, "
-            "100 * (p.steps_per_s - m.steps_per_s) / m.steps_per_s AS error_pct, "
-            "100 * abs(p.steps_per_s - m.steps_per_s) / m.steps_per_s AS ape_pct, "
-            "m.cpu_busy, m.cpu_steal FROM measurements m JOIN testbed_predictions p "
-            "USING (model, hardware, network, policy, workers) "
-            "WHERE m.status = 'ok' AND m.mode IS NOT DISTINCT FROM p.mode"
-        )
     finally:
         con.close()
     return db
@@ -216,7 +202,7 @@ def test_accuracy_report_groups_by_mode_when_measurements_carry_it(tmp_path):
     out = tmp_path / "accuracy.md"
     accuracy_report(db, out)
     text = out.read_text()
-    # (10 + 10 + 5) / 3 = 8.3 % over all; per mode 10.0 (async, NULL in the store) and 5.0
+    # (10 + 10 + 5) / 3 = 8.3 % over all; per mode 10.0 (async) and 5.0
     assert "**All 3 points: MAPE 8.3 %, max error 10.0 %.**" in text
     assert "- allreduce: 1 point, MAPE 5.0 %, max error 5.0 %" in text
     assert "- async: 2 points, MAPE 10.0 %, max error 10.0 %" in text

@@ -149,28 +149,33 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
     from sgdsim.testbed import check_available
 
     cfg = tiny_config()
-    points = {(p["model"], p["network"], p["policy"], p["workers"]) for p in validation_points(cfg)}
+    points = {
+        (p["model"], p["network"], p["mode"], p["policy"], p["workers"])
+        for p in validation_points(cfg)
+    }
+    assert {p[2] for p in points} == {"async", "sync_ps", "allreduce"}  # every mode
     con = duckdb.connect(str(tiny_run / "results" / "sgdsim.duckdb"), read_only=True)
     measured = con.execute(
-        "SELECT model, network, policy, workers, status, reason, steps_per_s FROM measurements"
+        "SELECT model, network, mode, policy, workers, status, reason, steps_per_s "
+        "FROM measurements"
     ).fetchall()
-    assert {r[:4] for r in measured} == points and len(measured) == len(points)
+    assert {r[:5] for r in measured} == points and len(measured) == len(points)
     report = (tiny_run / "results" / "reports" / "accuracy.md").read_text()
     html = (tiny_run / "results" / "reports" / "accuracy.html").read_text()
     assert "plotly" in html.lower()
     why = check_available()
     if why is not None:  # not root: every point is recorded as skipped, with the reason
-        assert {r[4] for r in measured} == {"skipped"}
-        assert {r[5] for r in measured} == {why}
+        assert {r[5] for r in measured} == {"skipped"}
+        assert {r[6] for r in measured} == {why}
         assert "## Skipped" in report and why in report
         pytest.skip(f"measured validation needs the testbed: {why}")
-    assert {r[4] for r in measured} == {"ok"}
-    assert all(r[6] > 0 for r in measured)
+    assert {r[5] for r in measured} == {"ok"}
+    assert all(r[7] > 0 for r in measured)
     rows = con.execute(
-        "SELECT model, network, policy, workers, measured_steps_per_s, predicted_steps_per_s, "
-        "ape_pct FROM validation"
+        "SELECT model, network, mode, policy, workers, measured_steps_per_s, "
+        "predicted_steps_per_s, ape_pct FROM validation"
     ).fetchall()
-    assert {r[:4] for r in rows} == points
+    assert {r[:5] for r in rows} == points
     for *_, meas, pred, ape in rows:
         assert ape == pytest.approx(100 * abs(pred - meas) / meas)
     (n, mape) = con.execute("SELECT count(*), avg(ape_pct) FROM validation").fetchone()
@@ -188,6 +193,13 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
             [net["name"]],
         ).fetchall()
         assert used == [(cal["network_cpu_s_per_byte"],)]
+        # and its ring message cost (measured: it has allreduce points) the allreduce ones
+        alpha = con.execute(
+            "SELECT DISTINCT message_overhead_s, sync_step_s > 0 FROM testbed_predictions "
+            "WHERE network = ? AND mode = 'allreduce'",
+            [net["name"]],
+        ).fetchall()
+        assert cal["message_overhead_s"] > 0 and alpha == [(cal["message_overhead_s"], True)]
     # every measured run recorded its step ends and the machine's CPU over the window
     runs = con.execute(
         "SELECT step_end_times, cpu_busy, cpu_steal, shaper_drops, background_busy "

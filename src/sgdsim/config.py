@@ -172,11 +172,25 @@ def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[
                 )
 
 
+#: Fusion rule of every measured ``allreduce`` point: ``MultiWorkerMirroredStrategy``
+#: all-reduces every gradient in one pack after back-propagation (docs/validation.md).
+TESTBED_FUSION = "single"
+
+
+def _point_default(key: str) -> Any:
+    """The schema's default of ``validation.points[].<key>``."""
+    items = schema()["properties"]["validation"]["properties"]["points"]["items"]
+    return copy.deepcopy(items["properties"][key]["default"])
+
+
 def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every measured point of ``config['validation']``, one dict each.
 
-    Keys: hardware, model, network, policy, workers, duration_s. Duplicates (same
-    hardware, model, network, policy and N) removed, the first kept.
+    Keys: hardware, model, network, mode, policy, workers, duration_s. An
+    ``allreduce`` point's policy is its fusion rule, :data:`TESTBED_FUSION`
+    (the point's ``policies`` order PS pulls; they apply to ``async`` and
+    ``sync_ps``). Duplicates (same hardware, model, network, mode, policy and
+    N) removed, the first kept.
     """
     val = config.get("validation", {})
     nets = [n["name"] for n in val.get("networks", [])]
@@ -184,20 +198,23 @@ def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for pt in val.get("points", []):
         for net in pt.get("networks", nets):
-            for policy in pt.get("policies", ["tf_default"]):
-                for n in pt["workers"]:
-                    key = (hw, pt["model"], net, policy, n)
-                    out.setdefault(
-                        key,
-                        {
-                            "hardware": hw,
-                            "model": pt["model"],
-                            "network": net,
-                            "policy": policy,
-                            "workers": n,
-                            "duration_s": pt.get("duration_s", val.get("duration_s", 20)),
-                        },
-                    )
+            for mode in pt.get("modes", _point_default("modes")):
+                policies = pt.get("policies", _point_default("policies"))
+                for policy in [TESTBED_FUSION] if mode == "allreduce" else policies:
+                    for n in pt["workers"]:
+                        key = (hw, pt["model"], net, mode, policy, n)
+                        out.setdefault(
+                            key,
+                            {
+                                "hardware": hw,
+                                "model": pt["model"],
+                                "network": net,
+                                "mode": mode,
+                                "policy": policy,
+                                "workers": n,
+                                "duration_s": pt.get("duration_s", val.get("duration_s", 20)),
+                            },
+                        )
     return list(out.values())
 
 

@@ -291,3 +291,22 @@ def make_optimizer(name: str, learning_rate: float = 0.01) -> Any:
     if name == "adam":
         return train.AdamOptimizer(learning_rate * 0.1)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+
+
+def make_keras_optimizer(name: str, learning_rate: float = 0.01) -> Any:
+    """The ``tf_keras`` optimizer that does what :func:`make_optimizer`'s does
+    (same rule and rates), for eager and ``tf.distribute`` training.
+
+    Raises:
+        ValueError: unknown name.
+    """
+    import tf_keras
+
+    opts = tf_keras.optimizers
+    if name == "sgd":
+        return opts.SGD(learning_rate)
+    if name == "momentum":
+        return opts.SGD(learning_rate, momentum=0.9)
+    if name == "adam":
+        return opts.Adam(learning_rate * 0.1)
+    raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")

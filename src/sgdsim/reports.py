@@ -191,11 +191,13 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
     text = [
         "# Measured validation: predicted vs measured throughput",
         "",
-        "Real asynchronous TensorFlow training (one PS, N workers, each in its own network",
-        "namespace on this node, every NIC shaped by `tc tbf`) against the prediction from",
-        "this run's single-worker profile, placed as the testbed is: all N workers on one",
-        "node, sharing its cores. Error = (predicted − measured) / measured. Written by the",
-        "`report` rule from `results/sgdsim.duckdb` (view `validation`).",
+        "Real TensorFlow training (mode async: one PS, asynchronous updates; sync_ps: one PS,",
+        "SyncReplicasOptimizer; allreduce: MultiWorkerMirroredStrategy's RING all-reduce;",
+        "each host in its own network namespace on this node, every NIC shaped by",
+        "`tc tbf`) against the prediction from this run's single-worker profile, placed as",
+        "the testbed is: all N workers on one node, sharing its cores. Error = (predicted −",
+        "measured) / measured. Written by the `report` rule from `results/sgdsim.duckdb`",
+        "(views `validation`, `validation_by_mode`, `validation_summary`).",
         "",
     ]
     if several:
@@ -285,6 +287,16 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             ),
             "",
             *_protocol_notes(protocols),
+            *(
+                [
+                    "Synchronous modes (sync_ps, allreduce): workers in lockstep have no phase "
+                    "to draw, so each point is one run; ± is over its 4 equal sub-windows "
+                    "(steady: its batches).",
+                    "",
+                ]
+                if any(r[_MODE] != "async" for r in points)
+                else []
+            ),
             "CPU busy / stolen: share of this machine's CPU time that was busy, and that the "
             "hypervisor took for other tenants, over the measured window (`/proc/stat`).",
         ]

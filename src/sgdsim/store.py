@@ -155,11 +155,17 @@ def publish(
                 ("testbed_predictions", testbed_prediction_files),
             ):
                 if shards:
-                    con.execute(
-                        f"INSERT INTO {table} BY NAME "
-                        "SELECT * FROM read_parquet(?, union_by_name = true)",
-                        [[str(p) for p in shards]],
-                    )
+                    files = [str(p) for p in shards]
+                    source = "read_parquet(?, union_by_name = true)"
+                    cols = {
+                        r[0]
+                        for r in con.sql(
+                            f"DESCRIBE SELECT * FROM {source}", params=[files]
+                        ).fetchall()
+                    }
+                    # shards written before rows carried a mode are asynchronous
+                    pick = "* REPLACE (coalesce(mode, 'async') AS mode)" if "mode" in cols else "*"
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT {pick} FROM {source}", [files])
             con.execute("INSERT INTO store_info VALUES (?)", [SCHEMA_VERSION])
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?)",

@@ -10,7 +10,7 @@ wildcard_constraints:
     model=r"[A-Za-z0-9_.:-]+",
     network=r"[A-Za-z0-9_.-]+",
     policy=r"[a-z0-9_]+",
-    mode=r"[a-z]+",
+    mode=r"[a-z_]+",
     workers=r"\d+",
 
 
@@ -98,7 +98,7 @@ VALIDATION = validation_points(config)
 def _validation_files(kind):
     return [
         f"results/validation/{kind}/{p['hardware']}/{p['model']}/{p['network']}/"
-        f"{p['policy']}/w{p['workers']}.parquet"
+        f"{p['policy']}/{p['mode']}/w{p['workers']}.parquet"
         for p in VALIDATION
     ]
 
@@ -111,3 +111,12 @@ def measurement_files():
 def validation_prediction_files():
     """One Parquet file per prediction of a measured point (testbed placement)."""
     return _validation_files("predictions")
+
+
+def allreduce_step_file(wildcards):
+    """The all-reduce path's own step time of the point's model: allreduce points only."""
+    if wildcards.mode != "allreduce":
+        return []
+    return (
+        f"results/validation/allreduce_step/{wildcards.hardware}/{wildcards.model}.json"
+    )

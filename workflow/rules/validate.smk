@@ -1,12 +1,12 @@
 rule measure:
-    """Real asynchronous training, one PS and N workers, on the emulated network."""
+    """Real training on the emulated network: async or sync_ps (one PS, N workers) or allreduce (N workers)."""
     input:
         workload=rules.normalize.output.workload,
         profile=rules.normalize.output.tables,
     output:
-        measurement="results/validation/measurements/{hardware}/{model}/{network}/{policy}/w{workers}.parquet",
+        measurement="results/validation/measurements/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
     log:
-        "results/logs/measure/{hardware}/{model}/{network}/{policy}/w{workers}.log",
+        "results/logs/measure/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.log",
     conda:
         "../../environment.yml"
     threads: node_cores  # alone on the node: every testbed host shares its cores
@@ -18,7 +18,7 @@ rule measure:
 
 
 rule calibrate_testbed:
-    """Kernel CPU per byte that the emulated network adds to loopback, per network."""
+    """Per network: kernel CPU per byte the emulated network adds to loopback, the PS join delay, the ring message cost."""
     output:
         calibration="results/validation/calibration/{network}.json",
     log:
@@ -33,16 +33,33 @@ rule calibrate_testbed:
         "../scripts/calibrate_testbed.py"
 
 
+rule profile_allreduce:
+    """The all-reduce path's own step: one MultiWorkerMirroredStrategy worker alone on loopback."""
+    output:
+        step="results/validation/allreduce_step/{hardware}/{model}.json",
+    log:
+        "results/logs/profile_allreduce/{hardware}/{model}.log",
+    conda:
+        "../../environment.yml"
+    threads: node_cores  # alone on the node: it times compute
+    resources:
+        mem_mb=profile_mem_mb,
+        runtime=profile_runtime,
+    script:
+        "../scripts/profile_allreduce.py"
+
+
 rule predict_testbed:
     """Prediction of one measured point, for the testbed's placement (every host on this node)."""
     input:
         workload=rules.normalize.output.workload,
         profile=rules.normalize.output.tables,
         calibration=rules.calibrate_testbed.output.calibration,
+        allreduce_step=allreduce_step_file,
     output:
-        prediction="results/validation/predictions/{hardware}/{model}/{network}/{policy}/w{workers}.parquet",
+        prediction="results/validation/predictions/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
     log:
-        "results/logs/predict_testbed/{hardware}/{model}/{network}/{policy}/w{workers}.log",
+        "results/logs/predict_testbed/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.log",
     conda:
         "../../environment.yml"
     resources:

@@ -13,4 +13,5 @@ with stage_errors("predict_testbed"):
         snakemake.output.prediction,
         dict(snakemake.wildcards),
         snakemake.input.calibration,
+        snakemake.input.allreduce_step or None,
     )

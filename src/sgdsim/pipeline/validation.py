@@ -1,13 +1,16 @@
-"""Stages of the measured validation: calibrate_testbed, measure, predict_testbed.
+"""Stages of the measured validation: calibrate_testbed, profile_allreduce, measure,
+predict_testbed.
 
 A validation point is measured on the emulated-network testbed
-(:mod:`sgdsim.testbed`) and predicted for the testbed's placement (the PS and
-every worker on this one node) by the same :func:`~sgdsim.simulation.point.predict_point`
+(:mod:`sgdsim.testbed`) in its mode (``async``, ``sync_ps`` or ``allreduce``)
+and predicted for the testbed's placement (the PS, if any, and every worker
+on this one node) by the same :func:`~sgdsim.simulation.point.predict_point`
 as the grid.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import sys
@@ -32,10 +35,21 @@ def _validation_network(config: dict[str, Any], name: str) -> dict[str, Any]:
     raise ConfigError(f"config: validation.networks: no entry named {name!r}")
 
 
+def _mode(wildcards: dict[str, str]) -> str:
+    """The point's SGD mode (``async`` where the wildcards name none)."""
+    return wildcards.get("mode", "async")
+
+
 def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
-    key = (wildcards["model"], wildcards["network"], wildcards["policy"], int(wildcards["workers"]))
+    key = (
+        wildcards["model"],
+        wildcards["network"],
+        _mode(wildcards),
+        wildcards["policy"],
+        int(wildcards["workers"]),
+    )
     for p in validation_points(config):
-        if (p["model"], p["network"], p["policy"], p["workers"]) == key:
+        if (p["model"], p["network"], p["mode"], p["policy"], p["workers"]) == key:
             return float(p["duration_s"])
     return float(config["validation"]["duration_s"])
 
@@ -143,13 +157,17 @@ def measure_stage(
 ) -> None:
     """Measure one validation point on the emulated network; one-row Parquet file.
 
-    Runs :func:`sgdsim.testbed.run_async_measurement` with the model and thread
+    Mode ``async`` (``wildcards["mode"]``, ``async`` when absent): runs
+    :func:`sgdsim.testbed.run_async_measurement` with the model and thread
     settings of the profile, the validation network's rate and the point's pull
     order, in ``validation.episodes`` episodes that start the workers at the
-    offsets of :func:`validation_offsets` (one episode with one worker). Without
-    root or iproute2 the point is recorded with ``status`` ``skipped`` and the
-    reason (``validation.unprivileged: skip``), or measured unshaped on
-    loopback (``loopback``).
+    offsets of :func:`validation_offsets` (one episode with one worker).
+    Modes ``sync_ps`` and ``allreduce``: :func:`sgdsim.testbed.sync.run_sync_measurement`
+    (one run: synchronous workers have no phase to draw). With
+    ``validation.protocol: steady`` every mode runs until the steady-state rule
+    holds. Without root or iproute2 the point is recorded with ``status``
+    ``skipped`` and the reason (``validation.unprivileged: skip``), or measured
+    unshaped on loopback (``loopback``).
 
     Raises:
         MeasurementError: the run failed (nothing is written).
@@ -161,9 +179,9 @@ def measure_stage(
     val = config["validation"]
     net = _validation_network(config, wildcards["network"])
     latency = float(net["latency_s"])
-    spec = profile_spec(
-        config, wildcards["hardware"], wildcards["model"], pull_order=wildcards["policy"]
-    )
+    mode = _mode(wildcards)
+    order = "tf_default" if mode == "allreduce" else wildcards["policy"]
+    spec = profile_spec(config, wildcards["hardware"], wildcards["model"], pull_order=order)
     workers = int(wildcards["workers"])
     row: dict[str, Any] = {
         "model": wildcards["model"],
@@ -171,6 +189,7 @@ def measure_stage(
         "network": net["name"],
         "bandwidth_bps": float(net["bandwidth_bps"]),
         "latency_s": latency,
+        "mode": mode,
         "policy": wildcards["policy"],
         "workers": workers,
         "batch_size": spec.batch_size,
@@ -193,6 +212,9 @@ def measure_stage(
         loopback = True
         row["buffer_bytes"] = None  # no shaping, no queue
     rule = steady_rule(config)
+    if mode != "async":
+        _measure_sync(row, spec, mode, rule, loopback, why or "", out_path)
+        return
     if rule is not None:
         _measure_steady(row, spec, rule, loopback, why or "", out_path)
         return
@@ -284,23 +306,99 @@ def _measure_steady(
         pl.DataFrame([row]).write_parquet(tmp)
 
 
+def _measure_sync(
+    row: dict[str, Any],
+    spec: Any,
+    mode: str,
+    rule: Any,
+    loopback: bool,
+    reason: str,
+    out_path: str,
+) -> None:
+    """Measure one ``sync_ps`` or ``allreduce`` point
+    (:func:`sgdsim.testbed.sync.run_sync_measurement`) under the ``episodes``
+    protocol (one run) or, with ``rule``, the ``steady`` one, and write its
+    one-row Parquet file: ``row`` plus the run's columns."""
+    from sgdsim.protocol import steady_columns
+    from sgdsim.testbed.sync import run_sync_measurement
+
+    r = run_sync_measurement(
+        spec,
+        mode,
+        row["workers"],
+        None if loopback else row["bandwidth_bps"],
+        0.0 if loopback else row["latency_s"],
+        duration_s=row["duration_s"],
+        warmup_s=row["warmup_s"],
+        warmup_steps=row["warmup_steps"],
+        min_steps=row["min_steps"],
+        rule=rule,
+        loopback=loopback,
+        mtu=row["mtu"],
+        queue=row["queue"],
+        buffer_bytes=row["buffer_bytes"],
+    )
+    windows = list(r.steps_per_s_windows)
+    row |= {
+        "status": "ok",
+        "reason": reason,
+        "loopback": loopback,
+        "episodes": 1,
+        "steps_per_s": r.steps_per_s,
+        "samples_per_s": r.steps_per_s * spec.batch_size,
+        "steps_per_s_windows": windows,
+        "steps_per_s_std": statistics.stdev(windows) if len(windows) > 1 else 0.0,
+        "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
+        "window_s": r.window_s,
+        "step_end_times": [list(t) for t in r.step_end_times],
+        "background_busy": r.background_busy,
+        "cpu_busy": r.cpu_busy,
+        "cpu_steal": r.cpu_steal,
+        "shaper_drops": r.drops,
+        "allreduces_per_step": r.allreduces_per_step,
+    }
+    if rule is not None and r.steady is not None:
+        row |= {
+            "warmup_s": rule.settle_s,
+            "settle_s": rule.settle_s,
+            "target_rel_half_width": rule.rel_half_width,
+            "batches": rule.batches,
+            "confidence": rule.confidence,
+            "max_s": rule.max_s,
+            **steady_columns(r.steady, r.step_end_times),
+        }
+        row.pop("episodes")
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
 def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name: str) -> None:
     """Calibrate the testbed for one validation network (JSON).
 
     Writes ``{"status": "ok", "network_cpu_s_per_byte": …, "pull_join_delay_s":
-    …, …}`` from :func:`sgdsim.testbed.calibrate.network_cpu_per_byte` and
+    …, "message_overhead_s": …, …}`` from
+    :func:`sgdsim.testbed.calibrate.network_cpu_per_byte`,
     :func:`sgdsim.testbed.calibrate.pull_join_delay` (with the validation
-    hardware's threads), or ``status`` ``skipped`` with the reason (and zeros)
-    where the testbed cannot run.
+    hardware's threads) and, when an ``allreduce`` point is measured on this
+    network, :func:`sgdsim.testbed.calibrate.ring_message_overhead` (else
+    ``message_overhead_s`` 0), or ``status`` ``skipped`` with the reason (and
+    zeros) where the testbed cannot run.
 
     Raises:
         CalibrationError: the transfer failed (nothing is written).
     """
     from sgdsim.testbed import check_available
-    from sgdsim.testbed.calibrate import network_cpu_per_byte, pull_join_delay
+    from sgdsim.testbed.calibrate import (
+        network_cpu_per_byte,
+        pull_join_delay,
+        ring_message_overhead,
+    )
 
     config = with_defaults(config)
     net = _validation_network(config, network_name)
+    ring = any(
+        p["mode"] == "allreduce" and p["network"] == net["name"] for p in validation_points(config)
+    )
     why = check_available()
     row: dict[str, Any] = {"network": net["name"], "bandwidth_bps": float(net["bandwidth_bps"])}
     if why is not None:
@@ -310,11 +408,13 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "reason": why,
             "network_cpu_s_per_byte": 0.0,
             "pull_join_delay_s": 0.0,
+            "message_overhead_s": 0.0,
         }
     else:
         from sgdsim.progress import progress
 
-        with progress(desc=f"[calibrate] {net['name']}", total=2, unit="calibration") as done:
+        total = 3 if ring else 2
+        with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
             r = network_cpu_per_byte(
                 float(net["bandwidth_bps"]),
                 mtu=_validation_mtu(config),
@@ -329,6 +429,15 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
                 threads=int(hw["inter_op_threads"]),
             )
             done.update()
+            msg = None
+            if ring:
+                msg = ring_message_overhead(
+                    float(net["bandwidth_bps"]),
+                    float(net["latency_s"]),
+                    mtu=_validation_mtu(config),
+                    queue=_validation_queue(config),
+                )
+                done.update()
         row |= {
             "status": "ok",
             "reason": "",
@@ -339,7 +448,21 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "pull_join_delay_s": race.delay_s,
             "pull_race_growth_s": list(race.growth_s),
             "pull_race_bytes": race.bytes_each,
+            "message_overhead_s": 0.0 if msg is None else msg.overhead_s,
         }
+        if msg is not None:
+            row |= {
+                "ring_allreduce_s": msg.allreduce_s,
+                "ring_message_s": msg.message_s,
+                "ring_samples_s": list(msg.samples_s),
+                "ring_workers": msg.workers,
+            }
+            print(
+                f"[calibrate] {net['name']}: a 4-float ring all-reduce of {msg.workers} "
+                f"workers takes {msg.allreduce_s * 1e3:.3f} ms, "
+                f"{msg.message_s * 1e3:.3f} ms per ring step",
+                file=sys.stderr,
+            )
         print(
             f"[calibrate] {net['name']}: kernel CPU {r.testbed_s_per_byte * 1e9:.1f} ns/byte "
             f"through the testbed, {r.loopback_s_per_byte * 1e9:.1f} on loopback; the PS "
@@ -350,6 +473,88 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 
 
+def profile_allreduce_stage(
+    config: dict[str, Any], hardware: str, model: str, out_path: str
+) -> None:
+    """Time the ``allreduce`` path's own step for ``model`` on ``hardware`` (JSON).
+
+    One ``MultiWorkerMirroredStrategy`` worker trains alone on loopback
+    (:func:`sgdsim.testbed.calibrate.allreduce_step`) with the profile's
+    model, batch, optimizer and threads, ``profile.warmup_steps`` untimed and
+    2 × ``profile.timed_steps`` timed steps. It needs no root. Writes
+    ``{"step_s": …, "cpu_s": …, "step_times_s": [...], …}``: the compute that
+    :func:`predict_testbed_stage` gives an ``allreduce`` worker
+    (:func:`sync_path_workload`).
+
+    Raises:
+        CalibrationError: the worker failed or ran over ``profile.timeout_s``.
+    """
+    from sgdsim.testbed.calibrate import allreduce_step
+
+    config = with_defaults(config)
+    prof = config["profile"]
+    spec = profile_spec(config, hardware, model)
+    r = allreduce_step(
+        spec,
+        steps=max(2 * int(prof["timed_steps"]), 4),
+        warmup_steps=int(prof["warmup_steps"]),
+        timeout_s=float(prof["timeout_s"]),
+    )
+    row = {
+        "hardware": hardware,
+        "model": model,
+        "batch_size": r.batch_size,
+        "image_size": r.image_size,
+        "intra_op_threads": spec.intra_op_threads,
+        "inter_op_threads": spec.inter_op_threads,
+        "step_s": r.step_s,
+        "cpu_s": r.cpu_s,
+        "step_times_s": list(r.step_times_s),
+    }
+    print(
+        f"[profile_allreduce] {model}: one MultiWorkerMirroredStrategy worker alone, "
+        f"{r.step_s * 1e3:.1f} ms per step (median of {len(r.step_times_s)}), "
+        f"{r.cpu_s * 1e3:.1f} ms CPU",
+        file=sys.stderr,
+    )
+    with atomic_path(out_path) as tmp:
+        Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
+
+
+def sync_path_workload(workload: Any, step: dict[str, Any]) -> Any:
+    """``workload`` with the compute of the ``allreduce`` path's own step.
+
+    The graph-mode PS profile times a ``tf.compat.v1`` session step (client
+    overhead, pulls and pushes over loopback around the compute);
+    ``MultiWorkerMirroredStrategy`` runs the same model as one
+    ``tf.function`` and its all-reduce moves nothing with one worker
+    (:func:`profile_allreduce_stage`). The profile's compute segments
+    (seconds) are scaled by one factor so that they add up to that measured
+    step, ``step["step_s"]``, keeping when each gradient is produced relative
+    to the others; the per-step overhead, the pull start and the updates'
+    times become 0 (they are in the measured step, whose worker applies its
+    own update), the worker's CPU per step is the measured one and the PS's
+    0 (no PS).
+
+    Raises:
+        ValueError: ``step["step_s"]`` not > 0.
+    """
+    step_s = float(step["step_s"])
+    if not step_s > 0:
+        raise ValueError(f"the all-reduce step time must be > 0 s, got {step_s}")
+    compute = float(workload.seg_dur_s.sum())
+    return dataclasses.replace(
+        workload,
+        seg_dur_s=workload.seg_dur_s * (step_s / compute),
+        overhead_s=0.0,
+        pull_start_s=0.0,
+        push_update_s=np.zeros_like(workload.push_update_s),
+        worker_cpu_s=float(step["cpu_s"]),
+        ps_cpu_s=0.0,
+        meta={**workload.meta, "sync_path_step_s": step_s, "profile_compute_s": compute},
+    )
+
+
 def predict_testbed_stage(
     config: dict[str, Any],
     workload_path: str,
@@ -357,6 +562,7 @@ def predict_testbed_stage(
     out_path: str,
     wildcards: dict[str, str],
     calibration_path: str | None = None,
+    allreduce_step_path: str | None = None,
 ) -> None:
     """Predict one validation point for the testbed's placement; one-row Parquet file.
 
@@ -365,13 +571,24 @@ def predict_testbed_stage(
     share its cores, and the PS's: see :func:`~sgdsim.simulation.point.predict_point`) behind
     NICs of the validation network's rate less TCP/IP and Ethernet headers
     (:func:`_testbed_network`; points measured on loopback, without root, are
-    predicted for the profile's own loopback network fit), one run from each
-    episode's start offsets (:func:`validation_offsets`), each as long as the
-    measured episode and scored over the same window by the same function
-    (:func:`sgdsim.simulation.protocols.simulate_episodes`).
+    predicted for the profile's own loopback network fit). ``async`` points:
+    one run from each episode's start offsets (:func:`validation_offsets`),
+    each as long as the measured episode and scored over the same window by
+    the same function (:func:`sgdsim.simulation.protocols.simulate_episodes`).
+    ``sync_ps`` and ``allreduce`` points (``wildcards["mode"]``): the
+    simulator's own runs (synchronous workers have no phase to start from),
+    or the steady-state rule with ``validation.protocol: steady``; an
+    ``allreduce`` point's policy is its fusion rule (``single`` on the
+    testbed: :data:`sgdsim.config.TESTBED_FUSION`), and its worker computes
+    for the all-reduce path's own step time (``allreduce_step_path``, the
+    :func:`profile_allreduce_stage` result: :func:`sync_path_workload`).
     ``calibration_path``: the network's :func:`calibrate_testbed_stage`
     result, whose CPU per byte the prediction charges to the node (see
-    :func:`~sgdsim.simulation.point.predict_point`).
+    :func:`~sgdsim.simulation.point.predict_point`) and whose ring message
+    cost becomes ``simulation.allreduce.message_overhead_s``.
+
+    Raises:
+        ConfigError: an ``allreduce`` point without ``allreduce_step_path``.
     """
     from sgdsim.simulation import Workload
     from sgdsim.simulation.point import SimParams, predict_point
@@ -380,22 +597,41 @@ def predict_testbed_stage(
 
     net = _validation_network(config, wildcards["network"])
     workers = int(wildcards["workers"])
+    mode = _mode(wildcards)
     workload = Workload.load(workload_path)
     network = _testbed_network(config, net, tables_dir)
-    net_cpu = join_delay = 0.0
+    net_cpu = join_delay = overhead = 0.0
     if calibration_path is not None and network.name != LOOPBACK_FIT:
         cal = json.loads(Path(calibration_path).read_text())
         net_cpu = float(cal["network_cpu_s_per_byte"])
         join_delay = float(cal.get("pull_join_delay_s", 0.0))
-    params = SimParams.from_config(
-        config,
+        overhead = float(cal.get("message_overhead_s", 0.0))
+    extra: dict[str, Any] = {}
+    if mode == "allreduce":
+        if allreduce_step_path is None:
+            raise ConfigError(
+                "predict_testbed: an allreduce point needs the all-reduce path's step time "
+                "(profile_allreduce's JSON); run it through the pipeline"
+            )
+        step = json.loads(Path(allreduce_step_path).read_text())
+        workload = sync_path_workload(workload, step)
+        extra = {
+            "sync_step_s": workload.meta["sync_path_step_s"],
+            "profile_compute_s": workload.meta["profile_compute_s"],
+        }
+    base = SimParams.from_config(config)
+    params = dataclasses.replace(
+        base,
         workers_per_node=workers,
         ps_with_workers=True,
         network_cpu_s_per_byte=net_cpu,
         pull_join_delay_s=join_delay,
+        collective=dataclasses.replace(base.collective, message_overhead_s=overhead),
     )
     rule = steady_rule(config)
-    offsets = None if rule is not None else validation_offsets(config, workload, network, wildcards)
+    offsets = None
+    if rule is None and mode == "async":
+        offsets = validation_offsets(config, workload, network, wildcards)
     proto = _episode_protocol(config, wildcards)
     row = {
         "model": wildcards["model"],
@@ -407,16 +643,22 @@ def predict_testbed_stage(
         "workers_per_node": workers,
         "network_cpu_s_per_byte": net_cpu,
         "pull_join_delay_s": join_delay,
+        "message_overhead_s": overhead,
+        **extra,
         **predict_point(
             workload,
             network,
             workers,
             wildcards["policy"],
             params,
+            mode=mode,
             start_offsets_s=offsets,
-            episodes=(proto["warmup_s"], proto["duration_s"], proto["min_steps"]),
+            episodes=None
+            if offsets is None
+            else (proto["warmup_s"], proto["duration_s"], proto["min_steps"]),
             steady=rule,
         ),
+        "mode": mode,
     }
     if offsets is not None:
         row["start_offsets_s"] = offsets

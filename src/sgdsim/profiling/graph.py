@@ -18,7 +18,8 @@ class TrainingGraph:
         graph: the ``tf.Graph``.
         train_op: one SGD step: gradients, updates on the PS, BatchNorm statistics.
         init: the variable initializer.
-        opt: the ``tf.compat.v1.train`` optimizer.
+        opt: the ``tf.compat.v1.train`` optimizer (a ``SyncReplicasOptimizer``
+            around it when built with ``sync_replicas``).
         grads_and_vars: (gradient, variable) pairs with a gradient.
     """
 
@@ -30,7 +31,7 @@ class TrainingGraph:
 
 
 def build_training_graph(
-    spec: ProfileSpec, cluster: dict[str, list[str]], worker_device: str
+    spec: ProfileSpec, cluster: dict[str, list[str]], worker_device: str, sync_replicas: int = 0
 ) -> TrainingGraph:
     """Build ``spec``'s training step in ``tf.compat.v1`` graph mode.
 
@@ -41,9 +42,19 @@ def build_training_graph(
     ``(batch, size, size, 3)`` with random labels; BatchNorm runs in static
     training mode (no ``tf.cond``).
 
+    With ``sync_replicas`` = N > 0 the optimizer is wrapped in
+    ``tf.compat.v1.train.SyncReplicasOptimizer`` (``replicas_to_aggregate`` =
+    ``total_num_replicas`` = N): the worker pushes its gradients into the PS's
+    accumulators and its step ends when it takes a token, which the chief's
+    queue runner hands out after it applied the mean of N gradients; see
+    :mod:`sgdsim.testbed.worker` for the chief's part.
+
     Raises:
-        ValueError: unknown model or optimizer (from :mod:`sgdsim.models`).
+        ValueError: unknown model or optimizer (from :mod:`sgdsim.models`), or
+            ``sync_replicas`` < 0.
     """
+    if sync_replicas < 0:
+        raise ValueError(f"sync_replicas must be >= 0, got {sync_replicas}")
     import tensorflow as tf
     import tf_keras
 
@@ -73,6 +84,10 @@ def build_training_graph(
             )
             global_step = tf.compat.v1.train.get_or_create_global_step()
             opt = make_optimizer(spec.optimizer)
+            if sync_replicas:
+                opt = tf.compat.v1.train.SyncReplicasOptimizer(
+                    opt, replicas_to_aggregate=sync_replicas, total_num_replicas=sync_replicas
+                )
             grads_and_vars = [(g, v) for g, v in opt.compute_gradients(loss) if g is not None]
             apply = opt.apply_gradients(grads_and_vars, global_step=global_step)
             train_op = tf.group(apply, *model.updates, name="train_op")

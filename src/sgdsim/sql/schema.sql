@@ -131,16 +131,18 @@ CREATE TABLE predictions (
     steps_per_s_hi   DOUBLE             -- phase band, upper end
 );
 
--- One row per measured validation run: real asynchronous TensorFlow training,
--- one PS and N workers, each in its own network namespace on this node, every
--- host's NIC shaped to bandwidth_bps per direction (sgdsim.testbed).
+-- One row per measured validation run: real TensorFlow training, asynchronous
+-- or synchronous through one PS, or by ring all-reduce among the N workers,
+-- each host in its own network namespace on this node, every host's NIC
+-- shaped to bandwidth_bps per direction (sgdsim.testbed).
 CREATE TABLE measurements (
     model            VARCHAR NOT NULL,
     hardware         VARCHAR NOT NULL,  -- hardware entry whose thread settings the processes used
     network          VARCHAR NOT NULL,  -- validation.networks entry
     bandwidth_bps    DOUBLE NOT NULL,   -- NIC rate per direction (tc tbf), bit/s
     latency_s        DOUBLE NOT NULL,   -- one-way delay added by netem, s
-    policy           VARCHAR NOT NULL,  -- pull order: tf_default, or tictac / fifo_random enforced
+    mode             VARCHAR NOT NULL DEFAULT 'async', -- async | sync_ps (SyncReplicasOptimizer) | allreduce (MultiWorkerMirroredStrategy, RING)
+    policy           VARCHAR NOT NULL,  -- pull order: tf_default, or tictac / fifo_random enforced; allreduce: the fusion rule (single)
     workers          INTEGER NOT NULL,  -- N
     batch_size       INTEGER NOT NULL,
     duration_s       DOUBLE NOT NULL,   -- configured measurement seconds after warm-up
@@ -175,7 +177,8 @@ CREATE TABLE measurements (
     batches          INTEGER,           -- steady: batches of the window (steps_per_s_windows are their rates)
     confidence       DOUBLE,            -- steady: confidence level of the interval
     max_s            DOUBLE,            -- steady: bound on the window, s
-    steps_in_window  INTEGER[]          -- steady: step ends of each worker inside the window
+    steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
+    allreduces_per_step INTEGER         -- allreduce: all-reduce ops in the traced step (1: every gradient in one pack, fusion single)
 );
 
 -- One row per prediction of a measured point, for the testbed's placement: all
@@ -191,7 +194,8 @@ CREATE TABLE testbed_predictions (
     workers_per_node INTEGER NOT NULL,  -- = N: every worker on the testbed's node
     steps_per_worker INTEGER NOT NULL,
     warmup_steps     INTEGER NOT NULL,
-    policy           VARCHAR NOT NULL,
+    mode             VARCHAR NOT NULL DEFAULT 'async', -- async | sync_ps | allreduce
+    policy           VARCHAR NOT NULL,  -- transmission policy; allreduce: the fusion rule (single)
     steps_per_s      DOUBLE NOT NULL,   -- predicted steps/s, all workers (mean of replications)
     samples_per_s    DOUBLE NOT NULL,
     mean_step_s      DOUBLE NOT NULL,
@@ -214,6 +218,9 @@ CREATE TABLE testbed_predictions (
     steps_per_s_hi   DOUBLE,            -- phase band, upper end
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
+    message_overhead_s DOUBLE,          -- software cost of one ring all-reduce message, added to the latency to make alpha (calibrated; 0 without allreduce points)
+    sync_step_s      DOUBLE,            -- allreduce: the all-reduce path's own step, one worker alone (profile_allreduce), s
+    profile_compute_s DOUBLE,           -- allreduce: the PS profile's compute per step it replaces, s
     start_offsets_s  DOUBLE[][],        -- the measured episodes' start offsets, simulated one run each
     protocol         VARCHAR,           -- steady when simulated until the measurement's rule converged (NULL: episodes)
     converged        BOOLEAN,           -- steady: the batch-means rule held before max_s

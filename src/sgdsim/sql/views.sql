@@ -34,7 +34,7 @@ LEFT JOIN predictions d
 -- signed and absolute percentage error of the prediction.
 CREATE VIEW validation AS
 SELECT
-    m.model, m.hardware, m.network, m.bandwidth_bps, m.policy, m.workers, m.loopback,
+    m.model, m.hardware, m.network, m.bandwidth_bps, m.mode, m.policy, m.workers, m.loopback,
     m.steps_per_s AS measured_steps_per_s,
     m.steps_per_s_std AS measured_steps_per_s_std,
     p.steps_per_s AS predicted_steps_per_s,
@@ -44,18 +44,27 @@ SELECT
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
- AND p.policy = m.policy AND p.workers = m.workers
+ AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
 WHERE m.status = 'ok';
 
--- Mean absolute percentage error (MAPE) and maximum error per model, policy and
--- network, over the measured worker counts.
+-- Mean absolute percentage error (MAPE) and maximum error per model, mode,
+-- policy and network, over the measured worker counts.
 CREATE VIEW validation_summary AS
 SELECT
-    model, hardware, policy, network, count(*) AS points,
+    model, hardware, mode, policy, network, count(*) AS points,
     avg(ape_pct) AS mape_pct,
     max(ape_pct) AS max_ape_pct
 FROM validation
-GROUP BY model, hardware, policy, network;
+GROUP BY model, hardware, mode, policy, network;
+
+-- MAPE and maximum error per mode over every measured point of that mode.
+CREATE VIEW validation_by_mode AS
+SELECT
+    mode, count(*) AS points,
+    avg(ape_pct) AS mape_pct,
+    max(ape_pct) AS max_ape_pct
+FROM validation
+GROUP BY mode;
 
 -- SGD modes compared at the same model, hardware, network and N: one row per
 -- mode, with that mode's best policy (for allreduce: its best fusion rule) by

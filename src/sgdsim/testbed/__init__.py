@@ -3,6 +3,7 @@
 from sgdsim.testbed.netns import Testbed, TestbedError, TestbedUnavailable, check_available
 from sgdsim.testbed.run import MeasurementError, MeasurementResult, run_async_measurement
 from sgdsim.testbed.steady import run_steady_measurement
+from sgdsim.testbed.sync import run_sync_measurement
 
 __all__ = [
     "MeasurementError",
@@ -13,4 +14,5 @@ __all__ = [
     "check_available",
     "run_async_measurement",
     "run_steady_measurement",
+    "run_sync_measurement",
 ]

@@ -21,6 +21,7 @@ step's pulled and pushed bytes.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -30,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
@@ -274,4 +276,170 @@ def pull_join_delay(
         offset_s=offset,
         bytes_each=4 * floats * tensors,
         bandwidth_bps=bandwidth_bps,
+    )
+
+
+@dataclass(frozen=True)
+class RingMessage:
+    """The cost of one message of TensorFlow's RING all-reduce on the testbed.
+
+    Attributes:
+        allreduce_s: median seconds of one all-reduce of a 4-float tensor
+            between ``workers`` workers (function-call cost cancelled).
+        message_s: ``allreduce_s`` / (2 (P − 1)): one of the ring's sequential
+            steps (reduce-scatter then all-gather, 2 (P − 1) steps in all).
+        overhead_s: ``message_s`` less the network's one-way latency, at least
+            0: what ``simulation.allreduce.message_overhead_s`` adds to the
+            latency to make α (the 16 bytes' wire time is below a microsecond
+            at 100 Mbit/s and left in).
+        samples_s: (calls,) each call's per-all-reduce seconds.
+        workers: P.
+        bandwidth_bps, latency_s: the testbed network it ran on.
+    """
+
+    allreduce_s: float
+    message_s: float
+    overhead_s: float
+    samples_s: tuple[float, ...]
+    workers: int
+    bandwidth_bps: float
+    latency_s: float
+
+
+def ring_message_overhead(
+    bandwidth_bps: float,
+    latency_s: float = 0.0,
+    workers: int = 2,
+    calls: int = 15,
+    repeats: int = 21,
+    mtu: int = DEFAULT_MTU,
+    queue: str = DEFAULT_QUEUE,
+    timeout_s: float = 240.0,
+) -> RingMessage:
+    """Measure α's software part for the ring all-reduce on the testbed.
+
+    ``workers`` real ``MultiWorkerMirroredStrategy`` workers (RING, one
+    thread per pool, one per namespace of a testbed at ``bandwidth_bps``)
+    time ``calls`` calls of one and of ``repeats`` chained all-reduces of a
+    4-float tensor (``--probe`` of :mod:`sgdsim.testbed.allreduce_worker`).
+    One all-reduce is the difference over ``repeats`` − 1 (task 0's median
+    over the calls); its 2 (P − 1) sequential ring steps each cost the
+    network's latency plus the software's per-message cost, which is the
+    result (:class:`RingMessage`). The α–β model of a ring all-reduce
+    (2 (P − 1) α + 2 (P − 1)/P · bytes · β) is the one of Shi, Wang and Chu,
+    ICPADS 2018, and of the MG-WFBP release's fits.
+
+    Raises:
+        TestbedUnavailable: the testbed cannot run here.
+        CalibrationError: a worker failed or the run took over ``timeout_s``.
+        ValueError: ``bandwidth_bps`` not > 0, ``workers`` < 2, ``calls`` < 1
+            or ``repeats`` < 2.
+    """
+    if not bandwidth_bps > 0 or workers < 2 or calls < 1 or repeats < 2:
+        raise ValueError(
+            "need bandwidth_bps > 0, workers >= 2, calls >= 1 and repeats >= 2, got "
+            f"{bandwidth_bps}, {workers}, {calls}, {repeats}"
+        )
+    from sgdsim.testbed.allreduce import RING_PORT
+
+    env = child_env()
+    with (
+        tempfile.TemporaryDirectory(prefix="sgdsim-ring-") as tmp,
+        Testbed(workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue) as tb,
+    ):
+        addr = ",".join(f"{tb.address(f'w{k}')}:{RING_PORT}" for k in range(workers))
+        outs = [Path(tmp) / f"w{k}.json" for k in range(workers)]
+        procs = {}
+        for k in range(workers):
+            argv = [
+                sys.executable, "-m", "sgdsim.testbed.allreduce_worker",
+                "--spec", "{}", "--workers", addr, "--task", str(k),
+                "--steps", str(calls), "--probe", str(repeats), "--out", str(outs[k]),
+                "--lifetime", f"{timeout_s + 30:.0f}",
+            ]  # fmt: skip
+            procs[f"w{k}"] = tb.popen(f"w{k}", argv, env=env)
+        try:
+            wait_workers(procs, workers, time.monotonic() + timeout_s)
+            probe = json.loads(outs[0].read_text())
+        except (MeasurementError, OSError, ValueError) as e:
+            raise CalibrationError(f"ring message probe: {e}") from e
+        finally:
+            for p in procs.values():
+                stop(p)
+    samples = tuple(
+        (many - one) / (repeats - 1)
+        for one, many in zip(probe["one_s"], probe["many_s"], strict=True)
+    )
+    each = max(0.0, statistics.median(samples))
+    message = each / (2 * (workers - 1))
+    return RingMessage(
+        allreduce_s=each,
+        message_s=message,
+        overhead_s=max(0.0, message - latency_s),
+        samples_s=samples,
+        workers=workers,
+        bandwidth_bps=bandwidth_bps,
+        latency_s=latency_s,
+    )
+
+
+@dataclass(frozen=True)
+class AllReduceStep:
+    """One ``MultiWorkerMirroredStrategy`` worker training alone (N = 1).
+
+    Attributes:
+        step_s: median seconds between two step ends (timed steps).
+        step_times_s: (steps − 1,) every step's seconds.
+        cpu_s: CPU seconds (user + system, all threads) of the process per step.
+        model, batch_size, image_size: what it trained.
+    """
+
+    step_s: float
+    step_times_s: tuple[float, ...]
+    cpu_s: float
+    model: str
+    batch_size: int
+    image_size: int
+
+
+def allreduce_step(
+    spec: Any, steps: int = 10, warmup_steps: int = 3, timeout_s: float = 600.0
+) -> AllReduceStep:
+    """Time the synchronous all-reduce path's own step: one worker of
+    :mod:`sgdsim.testbed.allreduce_worker` alone on loopback (no peer: its
+    all-reduce moves nothing), with ``spec``'s model, batch, optimizer and
+    threads, ``warmup_steps`` untimed steps, then ``steps`` timed ones.
+
+    Raises:
+        CalibrationError: the worker failed or took over ``timeout_s``.
+        ValueError: ``steps`` < 2 or ``warmup_steps`` < 0.
+    """
+    if steps < 2 or warmup_steps < 0:
+        raise ValueError(f"need steps >= 2 and warmup_steps >= 0, got {steps}, {warmup_steps}")
+    (port,) = free_ports(1)
+    with tempfile.TemporaryDirectory(prefix="sgdsim-arstep-") as tmp:
+        out = Path(tmp) / "w0.json"
+        argv = [
+            sys.executable, "-m", "sgdsim.testbed.allreduce_worker",
+            "--spec", spec.to_json(), "--workers", f"127.0.0.1:{port}", "--task", "0",
+            "--steps", str(steps), "--warmup-steps", str(warmup_steps), "--out", str(out),
+            "--lifetime", f"{timeout_s + 30:.0f}",
+        ]  # fmt: skip
+        procs = {"w0": spawn(argv, child_env())}
+        try:
+            wait_workers(procs, 1, time.monotonic() + timeout_s)
+            res = json.loads(out.read_text())
+        except (MeasurementError, OSError, ValueError) as e:
+            raise CalibrationError(f"all-reduce worker alone: {e}") from e
+        finally:
+            stop(procs["w0"])
+    ends = [float(t) for t in res["step_end_times"]]
+    gaps = tuple(b - a for a, b in itertools.pairwise(ends))
+    return AllReduceStep(
+        step_s=statistics.median(gaps),
+        step_times_s=gaps,
+        cpu_s=float(res["cpu_s"]) / len(ends),
+        model=spec.model,
+        batch_size=spec.batch_size,
+        image_size=spec.image_size,
     )

@@ -81,6 +81,9 @@ class MeasurementResult:
         steady: the batch-means estimate of a ``steady`` protocol run
             (:func:`sgdsim.testbed.steady.run_steady_measurement`; then
             ``steps_per_s_windows`` are the batch rates); None otherwise.
+        allreduces_per_step: all-reduce ops in the traced step of an
+            ``allreduce`` run (:func:`sgdsim.testbed.sync.run_sync_measurement`;
+            1: every gradient in one pack); None in other modes.
     """
 
     workers: int
@@ -99,6 +102,7 @@ class MeasurementResult:
     background_busy: float | None = None
     start_offsets_s: tuple[tuple[float, ...], ...] = ()
     steady: SteadyEstimate | None = None
+    allreduces_per_step: int | None = None
 
     @property
     def drops(self) -> int:

@@ -27,7 +27,19 @@ With ``--progress`` the worker also appends every step end (epoch s, one per
 line, flushed) to that file as it goes, and with ``--stop`` it ends its
 episode after the step during which that file appeared: the steady-state
 protocol, where the parent decides from the step ends so far when the
-estimate has converged (:func:`sgdsim.protocol.steady_stop`).
+estimate has converged (:func:`sgdsim.protocol.steady_stop`). A stop file
+that holds an integer S ends the run after its S-th step (warm-up steps
+included) instead: synchronous workers step in lockstep, and one that left
+early would leave the others waiting for its gradients.
+
+With ``--sync-replicas N`` the workers train synchronously through the PS
+(``sync_ps``): ``SyncReplicasOptimizer`` aggregates N gradients per update
+(:func:`sgdsim.profiling.graph.build_training_graph`). The chief initializes
+the variables and its local step, starts the optimizer's queue runner (which
+applies each update and hands out one token per worker) and adds no initial
+tokens, so that every step waits for the update of the previous one: one
+step of each worker = one synchronous update. The other workers wait for the
+variables, then set their local step from the global step.
 
 It then leaves with ``os._exit(0)`` (an in-process gRPC server cannot be stopped
 cleanly); exit code 1 on any error, 3 when ``--lifetime`` seconds ran out.
@@ -71,6 +83,7 @@ def run_worker(
     episodes: int = 1,
     progress: Path | None = None,
     stop: Path | None = None,
+    sync_replicas: int = 0,
 ) -> int:
     """Train ``spec`` asynchronously as ``/job:worker/task:{task}``.
 
@@ -87,7 +100,11 @@ def run_worker(
 
     ``progress``: file to which every step end (epoch s) is appended as a line
     as soon as the step ends. ``stop``: the episode also ends after the step
-    during which this file appeared.
+    during which this file appeared (or, if it holds an integer S, after the
+    worker's S-th step, warm-up included).
+
+    ``sync_replicas``: N > 0 trains synchronously (``SyncReplicasOptimizer``
+    over N replicas, see the module docstring); 0: asynchronously.
 
     Writes the step end times (epoch seconds) to ``out`` as JSON, atomically.
 
@@ -117,10 +134,16 @@ def run_worker(
         tf.train.ClusterSpec(cluster), job_name="worker", task_index=task, config=cfg
     )
     worker_device = f"/job:worker/task:{task}/device:CPU:0"
-    tg = build_training_graph(spec, cluster, worker_device)
+    tg = build_training_graph(spec, cluster, worker_device, sync_replicas)
     graph, train_op, init = tg.graph, tg.train_op, tg.init
     with graph.as_default():
-        uninitialized = tf.compat.v1.report_uninitialized_variables()
+        if sync_replicas:
+            # the local step lives on this worker: wait for the PS's variables only
+            uninitialized = tg.opt.ready_for_local_init_op
+            local_init = tg.opt.chief_init_op if task == 0 else tg.opt.local_step_init_op
+            no_tokens = tg.opt.get_init_tokens_op(num_tokens=0) if task == 0 else None
+        else:
+            uninitialized = tf.compat.v1.report_uninitialized_variables()
         graph.finalize()
 
     log(f"task {task}: {spec.model} {spec.image_size}px batch {spec.batch_size} at {server.target}")
@@ -136,6 +159,14 @@ def run_worker(
                         f"{init_wait_s:g} s"
                     )
                 time.sleep(0.1)
+        if sync_replicas:
+            sess.run(local_init)
+            if task == 0:
+                # a coordinator takes the runner's error when the session closes under it
+                coord = tf.train.Coordinator()
+                runner = tg.opt.get_chief_queue_runner()
+                runner.create_threads(sess, coord=coord, daemon=True, start=True)
+                sess.run(no_tokens)
         init_wait = time.monotonic() - t_wait
         log(
             f"task {task}: variables ready after {init_wait:.2f} s; {warmup_steps} warm-up "
@@ -164,8 +195,8 @@ def run_worker(
                 sess.run(train_op)
                 mine.append(time.time())
                 record(mine[-1])
-                if episode_done(mine, t0, duration_s, min_steps) or (
-                    stop is not None and stop.exists()
+                if episode_done(mine, t0, duration_s, min_steps) or stop_reached(
+                    stop, len(ends) + len(mine)
                 ):
                     break
             episode_ends.append(mine)
@@ -185,6 +216,15 @@ def run_worker(
         tmp.write_text(json.dumps(result))
     log(f"task {task}: {len(ends)} steps in {now - start:.2f} s")
     return len(ends)
+
+
+def stop_reached(stop: Path | None, steps_done: int) -> bool:
+    """Whether a worker that ran ``steps_done`` steps stops now: the ``stop`` file
+    exists and holds no integer, or holds an integer S ≤ ``steps_done``."""
+    if stop is None or not stop.exists():
+        return False
+    text = stop.read_text().strip()
+    return not text.isdigit() or steps_done >= int(text)
 
 
 def _wait_for_go(ready: Path, go: Path, task: int, wait_s: float) -> float:
@@ -223,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=1, help="episodes (with --ready and --go)")
     p.add_argument("--progress", type=Path, default=None, help="file to append step ends to")
     p.add_argument("--stop", type=Path, default=None, help="stop after it appears")
+    p.add_argument(
+        "--sync-replicas", type=int, default=0, help="N: synchronous over N workers (0: async)"
+    )
     a = p.parse_args(argv)
     lifetime = a.lifetime if a.lifetime is not None else a.duration + 600.0
     timer = threading.Timer(lifetime, lambda: os._exit(3))
@@ -242,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             episodes=a.episodes,
             progress=a.progress,
             stop=a.stop,
+            sync_replicas=a.sync_replicas,
         )
     except Exception as e:  # reported by the parent with the log
         log(f"task {a.task}: error: {type(e).__name__}: {e}")
