@@ -19,6 +19,8 @@ import yaml
 from conftest import ROOT, copy_workflow, snakemake
 from slurm_cluster import PARTITION, SlurmCluster, unavailable
 
+from sgdsim.pipeline.grid import grid_points
+
 
 @pytest.fixture
 def slurm_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmCluster]:
@@ -83,7 +85,7 @@ def predictions(db: Path) -> list[tuple]:
             ).fetchall()
             if c != "sim_wall_s"
         ]
-        sql = f"SELECT {', '.join(cols)} FROM predictions ORDER BY network, policy, workers"
+        sql = f"SELECT {', '.join(cols)} FROM predictions ORDER BY network, mode, policy, workers"
         return con.execute(sql).fetchall()
     finally:
         con.close()
@@ -130,7 +132,7 @@ def test_tiny_pipeline_on_slurm_equals_the_local_run(
     assert len(states) == len(calls) and set(states) == {"COMPLETED"}, states
     slurm_db = wd / "results" / "sgdsim.duckdb"
     on_slurm = predictions(slurm_db)
-    assert len(on_slurm) == len(cfg["networks"]) * len(cfg["workers"]) * len(cfg["policies"])
+    assert len(on_slurm) == len(cfg["networks"]) * len(grid_points(cfg))
 
     # the same workflow run locally from the same profile job's output
     local = tmp_path / "local"
