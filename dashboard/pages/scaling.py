@@ -9,6 +9,7 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
+from dashboard.analysis import default_networks
 from dashboard.data import distinct, fetch, network_names, pick, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import METRICS, colors_for, scaling_figure
@@ -16,7 +17,7 @@ from dashboard.ui import control, dropdown, register_url_sync, url_sync
 
 dash.register_page(__name__, path="/scaling", name="Scaling", title="sgdsim: scaling", order=1)
 
-#: Query value of an empty network selection (an absent key means every network).
+#: Query value of an empty network selection (an absent key means :func:`default_networks`).
 NO_NETWORK = "none"
 
 
@@ -52,7 +53,7 @@ def layout(
     modes, policies = distinct("mode"), distinct("policy")
     nets = network_names()
     if networks is None:
-        chosen = nets
+        chosen = default_networks(nets)
     elif networks == NO_NETWORK:
         chosen = []
     else:
@@ -150,7 +151,11 @@ def update_scaling(
         hardware=hardware,
         mode=mode,
         policy=policy,
-        networks=NO_NETWORK if not networks else (None if set(networks) == set(nets) else networks),
+        networks=(
+            NO_NETWORK
+            if not networks
+            else (None if set(networks) == set(default_networks(nets)) else networks)
+        ),
         metric=metric,
         y="log" if log else None,
     )
