@@ -1,0 +1,50 @@
+"""The sweep benchmark: a real Snakemake sweep over cached profiles, timed in a scratch copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import copy_workflow
+
+from sgdsim.sweep_bench import SweepBenchError, _job_counts, format_timing, run_sweep_bench
+
+SWEEP = {
+    # 1Gbps: the tiny config prices a network of that name (priced networks must exist)
+    "networks": [
+        {"name": name, "bandwidth_bps": bw, "latency_s": 1e-4}
+        for name, bw in (("1Gbps", 1e9), ("slow", 1e8), ("fast", 1e10))
+    ],
+    "workers": [1, 2, 3],
+    "policies": ["tf_default"],
+    "modes": ["async"],
+    "simulation": {"chrome_traces": []},
+    "validation": {"points": []},
+}
+
+
+def test_sweep_bench_refuses_a_repository_without_cached_profiles(tmp_path: Path):
+    repo = copy_workflow(tmp_path / "repo")
+    with pytest.raises(SweepBenchError, match=r"no cached profile of .*make run"):
+        run_sweep_bench(repo, "config/sweep.yaml")
+
+
+@pytest.mark.slow
+def test_sweep_bench_times_a_sweep_of_cached_profiles(tiny_run: Path, tmp_path: Path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(SWEEP))
+    before = sorted(p.name for p in (tiny_run / "results" / "predictions").rglob("*"))
+    t = run_sweep_bench(
+        tiny_run, sweep, cores=2, base=".test/config.yaml", keep=tmp_path / "run", networks=2
+    )
+    assert (t.points, t.jobs) == (2 * 3, 2)  # LeNet5 on cpu x 2 networks x 3 worker counts
+    assert 0 < t.sim_s < t.jobs_s  # the simulator runs inside the simulate jobs
+    assert 0 < t.startup_s < t.wall_s and t.publish_s > 0 and t.report_s > 0
+    parts = t.simulation_s + t.startup_s + t.job_startup_s + t.publish_s + t.report_s + t.rest_s
+    assert parts == pytest.approx(t.wall_s)
+    assert "grid points/min" in format_timing(t)
+    jobs = _job_counts((tmp_path / "run" / "dry-run.log").read_text())
+    assert jobs["simulate"] == 2 and "profile" not in jobs and "normalize" not in jobs
+    # the repository's own results are only read
+    assert sorted(p.name for p in (tiny_run / "results" / "predictions").rglob("*")) == before
