@@ -53,6 +53,9 @@ class SweepTiming:
         sim_s: sum of the points' ``sim_wall_s`` (the simulator itself).
         jobs_s: sum of the simulate jobs' wall times (``benchmark:`` files).
         publish_s, report_s: wall time of the publish and report jobs.
+        cpu_s: CPU seconds (user + system) of Snakemake and every process it
+            started during the run: on a shared machine a steadier measure of the
+            work than the wall time.
         load_before, load_after: 1-minute load average before and after the run.
     """
 
@@ -65,6 +68,7 @@ class SweepTiming:
     jobs_s: float
     publish_s: float
     report_s: float
+    cpu_s: float
     load_before: float
     load_after: float
 
@@ -236,16 +240,32 @@ def run_sweep_bench(
                 "the benchmark times a sweep over cached profiles: run `make run` first"
             )
         load_before = os.getloadavg()[0]
+        cpu = _children_cpu_s()
         wall = run(["--quiet", "progress"], "run.log")
+        cpu = _children_cpu_s() - cpu
         load_after = os.getloadavg()[0]
-        return _timing(work, cores, wall, startup, load_before, load_after)
+        return _timing(work, cores, wall, startup, cpu, load_before, load_after)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of the finished child processes, and theirs."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _timing(
-    work: Path, cores: int, wall: float, startup: float, load_before: float, load_after: float
+    work: Path,
+    cores: int,
+    wall: float,
+    startup: float,
+    cpu: float,
+    load_before: float,
+    load_after: float,
 ) -> SweepTiming:
     import polars as pl
 
@@ -263,6 +283,7 @@ def _timing(
         jobs_s=sum(_benchmark_s(p) for p in jobs),
         publish_s=_benchmark_s(bench / "publish.tsv"),
         report_s=_benchmark_s(bench / "report.tsv"),
+        cpu_s=cpu,
         load_before=load_before,
         load_after=load_after,
     )
@@ -296,6 +317,8 @@ def format_timing(t: SweepTiming) -> str:
             line("  publish", t.publish_s),
             line("  report", t.report_s),
             line("  rest", t.rest_s, "(Snakemake between jobs, idle cores)"),
+            f"CPU time of the run: {t.cpu_s:.1f} s (user + system, every process; "
+            f"simulation {t.sim_s:.1f} s of it at most)",
             f"load average (1 min): {t.load_before:.2f} before, {t.load_after:.2f} after "
             f"({os.cpu_count()} CPUs)",
         ]
