@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import copy_workflow
 
+from sgdsim.bench import synthetic_resnet50
+from sgdsim.pipeline.grid import simulate_stage
 from sgdsim.sweep_bench import SweepBenchError, _job_counts, format_timing, run_sweep_bench
 
 SWEEP = {
@@ -48,3 +53,35 @@ def test_sweep_bench_times_a_sweep_of_cached_profiles(tiny_run: Path, tmp_path: 
     assert jobs["simulate"] == 2 and "profile" not in jobs and "normalize" not in jobs
     # the repository's own results are only read
     assert sorted(p.name for p in (tiny_run / "results" / "predictions").rglob("*")) == before
+
+
+def test_a_simulate_job_with_filled_defaults_skips_jsonschema_and_gives_the_same_rows(
+    tmp_path: Path,
+):
+    """The job's config comes filled by Snakemake's validate(); the stage then need not
+    fill it again (nor import jsonschema), and its rows are those of a raw config."""
+    import polars as pl
+
+    from sgdsim.config import with_defaults
+
+    cfg = {**SWEEP, "networks": SWEEP["networks"][:1], "seed": 3}
+    cfg |= {"models": [{"name": "LeNet5"}], "hardware": [{"name": "cpu"}]}
+    cfg["simulation"] = {"steps_per_worker": 4, "warmup_steps": 1, "replications": 2}
+    (tmp_path / "cfg.json").write_text(json.dumps(with_defaults(cfg)))
+    workload = tmp_path / "w.json"
+    synthetic_resnet50(compute_s=0.05).save(str(workload))
+    code = (
+        "import json, sys\n"
+        "from sgdsim.pipeline.grid import simulate_stage\n"
+        f"cfg = json.load(open({str(tmp_path / 'cfg.json')!r}))\n"
+        f"simulate_stage(cfg, {str(workload)!r}, {str(tmp_path / 'filled.parquet')!r}, "
+        "{'model': 'm', 'hardware': 'cpu', 'network': '1Gbps'}, defaults_filled=True)\n"
+        "print('jsonschema' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "False"
+    wildcards = {"model": "m", "hardware": "cpu", "network": "1Gbps"}
+    simulate_stage(cfg, str(workload), str(tmp_path / "raw.parquet"), wildcards)
+    filled, raw = (pl.read_parquet(tmp_path / f"{k}.parquet") for k in ("filled", "raw"))
+    assert filled.height == len(SWEEP["workers"])
+    assert filled.drop("sim_wall_s").equals(raw.drop("sim_wall_s"))

@@ -317,8 +317,8 @@ def format_timing(t: SweepTiming) -> str:
             line("  publish", t.publish_s),
             line("  report", t.report_s),
             line("  rest", t.rest_s, "(Snakemake between jobs, idle cores)"),
-            f"CPU time of the run: {t.cpu_s:.1f} s (user + system, every process; "
-            f"simulation {t.sim_s:.1f} s of it at most)",
+            f"CPU time of the run: {t.cpu_s:.1f} s (user + system of every process; "
+            "sim_wall_s is wall time, above the CPU time when other work shares the cores)",
             f"load average (1 min): {t.load_before:.2f} before, {t.load_after:.2f} after "
             f"({os.cpu_count()} CPUs)",
         ]
