@@ -208,23 +208,22 @@ def run_sweep_bench(
         def run(args: list[str], log: str) -> float:
             t = time.perf_counter()
             try:
-                r = subprocess.run(
-                    cmd + args,
-                    cwd=work,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    timeout=max(deadline - time.monotonic(), 1.0),
-                )
+                with open(work / log, "w") as out:  # followed with tail -f while it runs
+                    r = subprocess.run(
+                        cmd + args,
+                        cwd=work,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        timeout=max(deadline - time.monotonic(), 1.0),
+                    )
             except subprocess.TimeoutExpired as e:
                 raise SweepBenchError(
                     f"the sweep took longer than {timeout_s:g} s; give a longer --timeout-s "
                     "or fewer --networks"
                 ) from e
             wall = time.perf_counter() - t
-            (work / log).write_text(r.stdout)
             if r.returncode != 0:
-                last = (r.stdout.strip().splitlines() or [""])[-1]
+                last = ((work / log).read_text().strip().splitlines() or [""])[-1]
                 raise SweepBenchError(
                     f"snakemake {' '.join(args)} failed (exit {r.returncode}): {last} "
                     "(run with --keep DIR to keep its output in DIR/" + log + ")"
@@ -239,9 +238,15 @@ def run_sweep_bench(
                 f"the sweep would run {', '.join(again)} again (see {work / 'dry-run.log'}); "
                 "the benchmark times a sweep over cached profiles: run `make run` first"
             )
+        print(
+            f"[bench-sweep] {counts.get('simulate', 0)} simulate jobs in "
+            f"{work}; follow them with: tail -f {work / 'run.log'}",
+            file=sys.stderr,
+            flush=True,
+        )
         load_before = os.getloadavg()[0]
         cpu = _children_cpu_s()
-        wall = run(["--quiet", "progress"], "run.log")
+        wall = run(["--quiet", "rules"], "run.log")  # job details off, progress on
         cpu = _children_cpu_s() - cpu
         load_after = os.getloadavg()[0]
         return _timing(work, cores, wall, startup, cpu, load_before, load_after)
