@@ -206,26 +206,32 @@ def run_sweep_bench(
         cmd += ["--configfile", "config/bench.yaml"]
 
         def run(args: list[str], log: str) -> float:
+            from sgdsim.profiling.procs import stop
+
             t = time.perf_counter()
-            try:
-                with open(work / log, "w") as out:  # followed with tail -f while it runs
-                    r = subprocess.run(
-                        cmd + args,
-                        cwd=work,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        timeout=max(deadline - time.monotonic(), 1.0),
-                    )
-            except subprocess.TimeoutExpired as e:
-                raise SweepBenchError(
-                    f"the sweep took longer than {timeout_s:g} s; give a longer --timeout-s "
-                    "or fewer --networks"
-                ) from e
+            with open(work / log, "w") as out:  # followed with tail -f while it runs
+                # its own process group, so that a time limit or Ctrl-C stops every job
+                proc = subprocess.Popen(
+                    cmd + args,
+                    cwd=work,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                try:
+                    rc = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+                except subprocess.TimeoutExpired as e:
+                    raise SweepBenchError(
+                        f"the sweep took longer than {timeout_s:g} s; give a longer "
+                        "--timeout-s or fewer --networks"
+                    ) from e
+                finally:
+                    stop(proc, grace_s=10.0)
             wall = time.perf_counter() - t
-            if r.returncode != 0:
+            if rc != 0:
                 last = ((work / log).read_text().strip().splitlines() or [""])[-1]
                 raise SweepBenchError(
-                    f"snakemake {' '.join(args)} failed (exit {r.returncode}): {last} "
+                    f"snakemake {' '.join(args)} failed (exit {rc}): {last} "
                     "(run with --keep DIR to keep its output in DIR/" + log + ")"
                 )
             return wall
@@ -235,8 +241,9 @@ def run_sweep_bench(
         again = [r for r in PROFILE_RULES if counts.get(r)]
         if again:
             raise SweepBenchError(
-                f"the sweep would run {', '.join(again)} again (see {work / 'dry-run.log'}); "
-                "the benchmark times a sweep over cached profiles: run `make run` first"
+                f"the sweep would run {', '.join(again)} again (--keep DIR keeps its dry run "
+                "in DIR/dry-run.log); the benchmark times a sweep over cached profiles: run "
+                "`make run` first"
             )
         print(
             f"[bench-sweep] {counts.get('simulate', 0)} simulate jobs in "
