@@ -44,6 +44,8 @@ def test_sweep_bench_times_a_sweep_of_cached_profiles(tiny_run: Path, tmp_path: 
         tiny_run, sweep, cores=2, base=".test/config.yaml", keep=tmp_path / "run", networks=2
     )
     assert (t.points, t.jobs) == (2 * 3, 2)  # LeNet5 on cpu x 2 networks x 3 worker counts
+    done = (tmp_path / "run" / "results" / "predictions").rglob("*.parquet")
+    assert sorted(p.stem for p in done) == ["1Gbps", "fast"]  # the first and the last
     assert 0 < t.sim_s < t.jobs_s  # the simulator runs inside the simulate jobs
     assert 0 < t.startup_s < t.wall_s and t.publish_s > 0 and t.report_s > 0
     parts = t.simulation_s + t.startup_s + t.job_startup_s + t.publish_s + t.report_s + t.rest_s

@@ -523,7 +523,7 @@ def bench(
     "--networks",
     type=click.IntRange(1, None),
     default=None,
-    help="Only the first N networks of the sweep (a shorter run).",
+    help="Only N networks of the sweep, spread over its list (a shorter run with its mix).",
 )
 @click.option(
     "--workers",

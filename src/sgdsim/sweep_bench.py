@@ -165,7 +165,8 @@ def run_sweep_bench(
         configfile: the sweep, merged into ``config/config.yaml`` (and ``base``) as
             ``--configfile`` is.
         cores: ``--cores`` of the run.
-        networks: only the first this many networks of the sweep (a shorter run).
+        networks: only this many networks of the sweep, spread evenly over its list
+            (the first and the last included): a shorter run with the sweep's mix.
         workers: these worker counts in place of the sweep's (e.g. ``[1, 2]``: many
             jobs with little simulation, to see the overhead).
         base: a config merged into ``config/config.yaml`` before the sweep (the one
@@ -187,7 +188,10 @@ def run_sweep_bench(
     if networks is not None:
         if networks < 1:
             raise ConfigError(f"--networks {networks}: give at least 1")
-        cfg["networks"] = cfg["networks"][:networks]
+        nets = cfg["networks"]
+        k = min(networks, len(nets))
+        step = (len(nets) - 1) / max(k - 1, 1)
+        cfg["networks"] = [nets[round(i * step)] for i in range(k)]
     if workers:
         cfg["workers"] = list(workers)
     check_config(cfg, f"config/config.yaml + {configfile}")
