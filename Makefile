@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 8
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint dashboard setup system-deps clean
+.PHONY: run test test-fast lint dashboard setup system-deps clean bench-sweep
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python -m pytest tests/test_lint.py
+
+# The 10,000-point sweep of config/sweep.yaml over the profiles `make run` cached,
+# timed in a scratch copy (docs/benchmarks.md); BENCH_ARGS e.g. --networks 4.
+bench-sweep: $(STAMP)
+	$(BIN)/sgdsim bench-sweep --cores 2 $(BENCH_ARGS)
 
 dashboard: $(STAMP)
 	$(BIN)/python -m dashboard.app --db results/sgdsim.duckdb --port 8050

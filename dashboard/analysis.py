@@ -209,6 +209,21 @@ def with_band(df: pl.DataFrame, metric: str) -> pl.DataFrame:
     )
 
 
+#: Networks drawn when the URL names none: each adds a line, its ideal line, its band
+#: and its best-N star, and a sweep's hundred networks took seconds to draw.
+DEFAULT_NETWORKS = 8
+
+
+def default_networks(nets: list[str]) -> list[str]:
+    """The networks ticked when the URL names none: every one of ``nets`` (slowest first)
+    up to :data:`DEFAULT_NETWORKS`, else that many spread evenly over the list, the
+    slowest and the fastest included."""
+    if len(nets) <= DEFAULT_NETWORKS:
+        return list(nets)
+    step = (len(nets) - 1) / (DEFAULT_NETWORKS - 1)
+    return [nets[round(i * step)] for i in range(DEFAULT_NETWORKS)]
+
+
 def baseline_policy(policies: list[str]) -> str | None:
     """Policy to compare against: ``fifo_random`` (the baseline of TicTac's
     evaluation) when present, else ``tf_default``, else the first; None if none."""

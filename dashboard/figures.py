@@ -328,6 +328,10 @@ def mode_figure(df: pl.DataFrame, title: str) -> go.Figure:
     return fig
 
 
+#: Most networks (columns) whose heatmap cells carry their text; wider maps show it on hover.
+HEATMAP_TEXT_COLUMNS = 12
+
+
 def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
     """Best N per model × hardware (rows) and network (columns), colour log2(N).
 
@@ -341,21 +345,18 @@ def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
         return empty_figure("No predictions for this mode and policy.")
     rows = best.select("model", "hardware").unique().sort("model", "hardware").rows()
     cols = [n for n in networks if n in set(best["network"].to_list())]
+    cell = {(r["model"], r["hardware"], r["network"]): r for r in best.iter_rows(named=True)}
     z: list[list[float | None]] = []
     text: list[list[str]] = []
     for model, hw in rows:
         zr: list[float | None] = []
         tr: list[str] = []
         for net in cols:
-            r = best.filter(
-                (pl.col("model") == model) & (pl.col("hardware") == hw) & (pl.col("network") == net)
-            )
-            if r.height:
-                n = int(r["best_workers"][0])
+            r = cell.get((model, hw, net))
+            if r is not None:
+                n = int(r["best_workers"])
                 zr.append(math.log2(n))
-                tr.append(
-                    f"N = {n}<br>{r['samples_per_s'][0]:,.0f} samples/s<br>{r['bottleneck'][0]}"
-                )
+                tr.append(f"N = {n}<br>{r['samples_per_s']:,.0f} samples/s<br>{r['bottleneck']}")
             else:
                 zr.append(None)
                 tr.append("")
@@ -368,7 +369,8 @@ def sizing_heatmap(best: pl.DataFrame, networks: Sequence[str]) -> go.Figure:
             x=cols,
             y=[f"{m} · {h}" for m, h in rows],
             text=text,
-            texttemplate="%{text}",
+            # in narrow cells the text is unreadable and costs most of the drawing
+            texttemplate="%{text}" if len(cols) <= HEATMAP_TEXT_COLUMNS else None,
             hovertemplate="%{y} on %{x}<br>%{text}<br>click for the scaling detail<extra></extra>",
             colorscale="Blues",
             zmin=0,

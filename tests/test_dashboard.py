@@ -342,3 +342,31 @@ def test_mode_figure_has_one_line_per_mode_present():
     assert [t.name for t in fig.data] == ["async", "sync_ps"]
     assert list(fig.data[1].y) == [10.0, 15.0]
     assert not mode_figure(df.clear(), "M").data
+
+
+def test_default_networks_spread_over_the_list_with_both_ends():
+    from dashboard.analysis import DEFAULT_NETWORKS, default_networks
+
+    few = ["a", "b", "c"]
+    assert default_networks(few) == few
+    nets = [f"n{i:03d}" for i in range(100)]
+    got = default_networks(nets)
+    assert len(got) == len(set(got)) == DEFAULT_NETWORKS
+    assert got[0] == nets[0] and got[-1] == nets[-1]
+    assert got == sorted(got)  # slowest first, as the list
+
+
+def test_html_table_escapes_every_text_and_link():
+    from dashboard.ui import table
+
+    t = table(
+        ["a<b"],
+        [["<script>alert(1)</script>", ("x&y", '/p?a=1&b="2"', "t<i>")], ["two\n\nlines"]],
+        "t-id",
+    )
+    text = t.children
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert 'href="/p?a=1&amp;b=&quot;2&quot;"' in text and 'title="t&lt;i&gt;"' in text
+    assert "<th>a&lt;b</th>" in text and 'id="t-id"' in text
+    assert "\n" not in text  # a blank line would end the HTML block
+    assert text.count("<tr>") == 3

@@ -55,7 +55,7 @@ def layout(
     )
 
 
-def comparison_table(df: pl.DataFrame) -> html.Table:
+def comparison_table(df: pl.DataFrame) -> Any:
     """One row per N: the fastest mode and its lead, then each mode's best samples/s,
     its policy and how many times faster the fastest mode is."""
     modes = sorted(set(df["mode"].to_list()))

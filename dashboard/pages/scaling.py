@@ -9,6 +9,7 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
+from dashboard.analysis import default_networks
 from dashboard.data import DEFAULT_MODE, distinct, fetch, network_names, pick, pick_policy, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import METRICS, colors_for, scaling_figure
@@ -23,7 +24,7 @@ from dashboard.ui import (
 
 dash.register_page(__name__, path="/scaling", name="Scaling", title="sgdsim: scaling", order=1)
 
-#: Query value of an empty network selection (an absent key means every network).
+#: Query value of an empty network selection (an absent key means :func:`default_networks`).
 NO_NETWORK = "none"
 
 
@@ -60,7 +61,7 @@ def layout(
     policies, policy = pick_policy(policy, mode)
     nets = network_names()
     if networks is None:
-        chosen = nets
+        chosen = default_networks(nets)
     elif networks == NO_NETWORK:
         chosen = []
     else:
@@ -155,7 +156,11 @@ def update_scaling(
         hardware=hardware,
         mode=mode,
         policy=policy,
-        networks=NO_NETWORK if not networks else (None if set(networks) == set(nets) else networks),
+        networks=(
+            NO_NETWORK
+            if not networks
+            else (None if set(networks) == set(default_networks(nets)) else networks)
+        ),
         metric=metric,
         y="log" if log else None,
     )

@@ -28,6 +28,7 @@ from dashboard.ui import (
     fmt,
     register_mode_policies,
     register_url_sync,
+    table,
     url_sync,
 )
 
@@ -101,7 +102,13 @@ def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html
     )
 
 
-def _table(best: pl.DataFrame, currency: str) -> html.Table:
+#: Rows of the answer table drawn on the page (the heatmap and the export have every curve):
+#: a few hundred rows of links took over a second to draw.
+TABLE_ROWS = 25
+
+
+def _table(best: pl.DataFrame, currency: str) -> Any:
+    """The answer table's first :data:`TABLE_ROWS` curves, and a note when there are more."""
     priced = best["cost_per_m_samples"].is_not_null().any()
     head = [
         "model",
@@ -116,30 +123,35 @@ def _table(best: pl.DataFrame, currency: str) -> html.Table:
     if priced:
         head.append(f"cost per million samples ({currency})")
     body = []
-    for r in best.iter_rows(named=True):
+    for r in best.head(TABLE_ROWS).iter_rows(named=True):
         key = (r["model"], r["hardware"], r["network"], r["mode"], r["policy"])
         href, where = (
             detail_href(r["model"], r["hardware"], r["mode"], r["policy"]),
             time_href(*key),
         )
         cells: list[Any] = [
-            dcc.Link(r["model"], href=href),
-            dcc.Link(r["hardware"], href=href),
-            dcc.Link(r["network"], href=href),
-            dcc.Link(str(r["best_workers"]), href=href, className="best-n"),
-            dcc.Link(f"{r['samples_per_s']:,.0f}", href=href),
-            dcc.Link(f"{r['peak_samples_per_s']:,.0f}", href=href),
-            dcc.Link(fmt(r["efficiency"], ".0%"), href=href),
-            dcc.Link(r["bottleneck"], href=where, title="where the time goes"),
+            (r["model"], href),
+            (r["hardware"], href),
+            (r["network"], href),
+            (str(r["best_workers"]), href),
+            (f"{r['samples_per_s']:,.0f}", href),
+            (f"{r['peak_samples_per_s']:,.0f}", href),
+            (fmt(r["efficiency"], ".0%"), href),
+            (r["bottleneck"], where, "where the time goes"),
         ]
         if priced:
-            cells.append(dcc.Link(fmt(r["cost_per_m_samples"], ",.3g"), href=href))
-        body.append(html.Tr([html.Td(c) for c in cells]))
-    return html.Table(
-        [html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(body)],
-        id="sizing-answer",
-        className="data",
+            cells.append((fmt(r["cost_per_m_samples"], ",.3g"), href))
+        body.append(cells)
+    note = (
+        html.P(
+            f"The first {TABLE_ROWS} of {best.height} curves; the heatmap shows every one, "
+            "and the export below has the whole table.",
+            id="sizing-more",
+        )
+        if best.height > TABLE_ROWS
+        else None
     )
+    return [table(head, body, "sizing-answer"), note]
 
 
 @callback(
@@ -153,10 +165,10 @@ def update_sizing(mode: str | None, policy: str | None) -> Any:
     """Heatmap and table of the best N for the selected mode and policy; URL query."""
     best = answer(mode, policy)
     if best.is_empty():
-        table: Any = html.P("No predictions for this mode and policy.", id="sizing-empty")
+        answer_table: Any = html.P("No predictions for this mode and policy.", id="sizing-empty")
     else:
-        table = _table(best, prices()[1])
-    return sizing_heatmap(best, network_names()), table, search(mode=mode, policy=policy)
+        answer_table = _table(best, prices()[1])
+    return sizing_heatmap(best, network_names()), answer_table, search(mode=mode, policy=policy)
 
 
 @callback(

@@ -558,5 +558,68 @@ def bench(
     click.echo(format_table(rows))
 
 
+@main.command("bench-sweep")
+@click.option(
+    "--configfile",
+    default="config/sweep.yaml",
+    show_default=True,
+    help="The sweep, merged into config/config.yaml as snakemake --configfile is.",
+)
+@click.option("--cores", default=2, type=click.IntRange(1, 1024), show_default=True)
+@click.option(
+    "--networks",
+    type=click.IntRange(1, None),
+    default=None,
+    help="Only N networks of the sweep, spread over its list (a shorter run with its mix).",
+)
+@click.option(
+    "--workers",
+    "-n",
+    multiple=True,
+    type=_WORKERS,
+    help="These worker counts in place of the sweep's (repeat; e.g. -n 1 -n 2 for many "
+    "jobs with little simulation).",
+)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Run in this directory and keep it (Snakemake's output, results/, logs).",
+)
+@click.option(
+    "--timeout-s",
+    default=4 * 3600.0,
+    type=click.FloatRange(1, None),
+    show_default=True,
+    help="Stop the run after this many seconds.",
+)
+def bench_sweep(
+    configfile: str,
+    cores: int,
+    networks: int | None,
+    workers: tuple[int, ...],
+    keep: str | None,
+    timeout_s: float,
+) -> None:
+    """Benchmark a sweep over cached profiles: grid points per minute of
+    `snakemake --cores N` wall time, split into simulation and overhead.
+
+    Runs in a scratch copy of the workflow (the results/ of this directory are
+    only read); run `make run` first so that the profiles are cached.
+    """
+    from sgdsim.sweep_bench import format_timing, run_sweep_bench
+
+    t = run_sweep_bench(
+        ".",
+        configfile,
+        cores=cores,
+        networks=networks,
+        workers=workers,
+        keep=keep,
+        timeout_s=timeout_s,
+    )
+    click.echo(format_timing(t))
+
+
 if __name__ == "__main__":
     sys.exit(main())

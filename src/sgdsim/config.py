@@ -20,7 +20,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from sgdsim.errors import ConfigError
@@ -39,6 +38,8 @@ def _fill_defaults(
     validator: Any, properties: dict[str, Any], instance: Any, sub: dict[str, Any]
 ) -> Iterator[Any]:
     # jsonschema's FAQ recipe, as Snakemake's validate(set_default=True) does it
+    import jsonschema
+
     if isinstance(instance, dict):
         for name, prop in properties.items():
             if "default" in prop:
@@ -48,9 +49,15 @@ def _fill_defaults(
     )
 
 
-_Filling = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator, {"properties": _fill_defaults}
-)
+@functools.cache
+def _filling() -> Any:
+    """The draft 2020-12 validator class that fills defaults (jsonschema is imported
+    here: a simulate job, whose config Snakemake has filled, does without it)."""
+    import jsonschema
+
+    return jsonschema.validators.extend(
+        jsonschema.Draft202012Validator, {"properties": _fill_defaults}
+    )
 
 
 def with_defaults(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
@@ -60,8 +67,10 @@ def with_defaults(config: dict[str, Any], source: str = "config") -> dict[str, A
     Raises:
         ConfigError: the config does not match the schema (one line naming the key).
     """
+    import jsonschema
+
     out = copy.deepcopy(config)
-    error = jsonschema.exceptions.best_match(_Filling(schema()).iter_errors(out))
+    error = jsonschema.exceptions.best_match(_filling()(schema()).iter_errors(out))
     if error is not None:
         where = "".join(
             f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path
@@ -74,7 +83,7 @@ def defaults() -> dict[str, Any]:
     """The schema's defaults of every key, filled in recursively: what an empty
     config means (its grid lists may be empty, so it is not checked)."""
     out: dict[str, Any] = {}
-    for _ in _Filling(schema()).iter_errors(out):
+    for _ in _filling()(schema()).iter_errors(out):
         pass
     return out
 

@@ -10,6 +10,8 @@ rule publish:
         db="results/sgdsim.duckdb",
     log:
         "results/logs/publish.log",
+    benchmark:
+        "results/benchmarks/publish.tsv"
     conda:
         "../../environment.yml"
     resources:
@@ -29,6 +31,8 @@ rule report:
         accuracy_plot="results/reports/accuracy.html",
     log:
         "results/logs/report.log",
+    benchmark:
+        "results/benchmarks/report.tsv"
     conda:
         "../../environment.yml"
     script:

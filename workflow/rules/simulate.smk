@@ -6,6 +6,8 @@ rule simulate:
         prediction="results/predictions/{hardware}/{model}/{network}.parquet",
     log:
         "results/logs/simulate/{hardware}/{model}/{network}.log",
+    benchmark:
+        "results/benchmarks/simulate/{hardware}/{model}/{network}.tsv"
     group:
         "simulate"
     conda:

@@ -11,4 +11,5 @@ with stage_errors("simulate"):
         snakemake.input.workload,
         snakemake.output.prediction,
         dict(snakemake.wildcards),
+        defaults_filled=True,  # the Snakefile's validate() filled them
     )
