@@ -226,7 +226,33 @@ def pages(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def cells(table: Any) -> list[list[str]]:
-    return [[td.children for td in tr.children] for tr in table.children[1].children]
+    """The body cells of a :func:`dashboard.ui.table` (one HTML string), row by row."""
+    from html.parser import HTMLParser
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[list[str]] = []
+            self.cell: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            if tag == "tr":
+                self.rows.append([])
+            elif tag == "td":
+                self.cell = []
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "td" and self.cell is not None:
+                self.rows[-1].append("".join(self.cell))
+                self.cell = None
+
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    parser = Cells()
+    parser.feed(table.children)
+    return [r for r in parser.rows if r]  # the header row has no td
 
 
 def test_modes_page_names_the_fastest_mode_and_policy_choices_follow_the_mode(store, pages):
