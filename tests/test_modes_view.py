@@ -294,3 +294,31 @@ def test_validation_page_selects_the_mode(tmp_path, pages):
     assert query == "?model=LeNet5&mode=allreduce"
     assert [c.children for c in table.children[1].children] == ["n", "tf_default", 1, "5.0", "5.0"]
     assert validation.rows("LeNet5", "async")["workers"].to_list() == [1, 2]
+
+
+def test_validation_view_and_report_say_which_points_are_inside_the_phase_band(tmp_path):
+    # measured 10 in [9, 12]: inside; measured 20 in [15, 19]: outside; one without a band
+    pts = [
+        (measured_point(2, 10.0, 11.0), (9.0, 12.0)),
+        (measured_point(3, 20.0, 18.0), (15.0, 19.0)),
+        (measured_point(1, 5.0, 5.0), (None, None)),
+    ]
+    files = []
+    for i, ((m, p), (lo, hi)) in enumerate(pts):
+        p = {**p, "steps_per_s_lo": lo, "steps_per_s_hi": hi}
+        for kind, row in (("m", m), ("p", p)):
+            files.append(tmp_path / f"{kind}{i}.parquet")
+            pl.DataFrame([row], schema_overrides={"steps_per_s_lo": pl.Float64,
+                                                  "steps_per_s_hi": pl.Float64}
+                         if kind == "p" else None).write_parquet(files[-1])  # fmt: skip
+    db = tmp_path / "sgdsim.duckdb"
+    publish(db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2])
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        got = con.execute("SELECT workers, inside_band FROM validation ORDER BY workers").fetchall()
+    finally:
+        con.close()
+    assert got == [(1, None), (2, True), (3, False)]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    assert "): 1 of the 2 points that have one." in out.read_text()

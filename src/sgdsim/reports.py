@@ -165,6 +165,9 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         overall = con.execute(
             "SELECT count(*), avg(ape_pct), max(ape_pct) FROM validation"
         ).fetchone()
+        band = con.execute(
+            "SELECT count(inside_band), count(*) FILTER (WHERE inside_band) FROM validation"
+        ).fetchone()
         skipped = con.execute(
             f"""
             SELECT {_mode(con, "measurements")} AS m, model, network, policy, workers, reason
@@ -212,6 +215,13 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
     else:
         n, mape, worst = overall if overall else (0, 0.0, 0.0)
         text += [f"**All {n} points: MAPE {mape:.1f} %, max error {worst:.1f} %.**", ""]
+        if band and band[0]:
+            text += [
+                f"Inside the predicted phase band (asynchronous workers in phase … evenly "
+                f"staggered, `predictions.steps_per_s_lo` … `_hi`): {band[1]} of the {band[0]} "
+                "points that have one.",
+                "",
+            ]
         if several:
             text += [
                 f"- {m}: {k} point{'' if k == 1 else 's'}, MAPE {a:.1f} %, max error {x:.1f} %"

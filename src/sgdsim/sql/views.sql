@@ -31,7 +31,8 @@ LEFT JOIN predictions d
  AND d.network = p.network AND d.mode = p.mode AND d.workers = p.workers;
 
 -- Predicted against measured throughput at every measured validation point:
--- signed and absolute percentage error of the prediction.
+-- signed and absolute percentage error of the prediction, and whether the
+-- measurement lies inside the predicted phase band.
 CREATE VIEW validation AS
 SELECT
     m.model, m.hardware, m.network, m.bandwidth_bps, m.mode, m.policy, m.workers, m.loopback,
@@ -40,7 +41,11 @@ SELECT
     p.steps_per_s AS predicted_steps_per_s,
     100 * (p.steps_per_s - m.steps_per_s) / m.steps_per_s AS error_pct,
     100 * abs(p.steps_per_s - m.steps_per_s) / m.steps_per_s AS ape_pct,
-    m.cpu_busy, m.cpu_steal, m.shaper_drops
+    m.cpu_busy, m.cpu_steal, m.shaper_drops,
+    p.steps_per_s_lo AS predicted_lo_steps_per_s,
+    p.steps_per_s_hi AS predicted_hi_steps_per_s,
+    -- inside the phase band (workers in phase … staggered); NULL: no band
+    m.steps_per_s BETWEEN p.steps_per_s_lo AND p.steps_per_s_hi AS inside_band
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
