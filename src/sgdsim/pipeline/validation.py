@@ -473,6 +473,10 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 
 
+#: Timed steps of the all-reduce path's own step, at least (a mean over 30 steps).
+MIN_ALLREDUCE_STEPS = 30
+
+
 def profile_allreduce_stage(
     config: dict[str, Any], hardware: str, model: str, out_path: str
 ) -> None:
@@ -481,7 +485,8 @@ def profile_allreduce_stage(
     One ``MultiWorkerMirroredStrategy`` worker trains alone on loopback
     (:func:`sgdsim.testbed.calibrate.allreduce_step`) with the profile's
     model, batch, optimizer and threads, ``profile.warmup_steps`` untimed and
-    2 × ``profile.timed_steps`` timed steps. It needs no root. Writes
+    2 × ``profile.timed_steps`` (at least :data:`MIN_ALLREDUCE_STEPS`) timed
+    steps. It needs no root. Writes
     ``{"step_s": …, "cpu_s": …, "step_times_s": [...], …}``: the compute that
     :func:`predict_testbed_stage` gives an ``allreduce`` worker
     (:func:`sync_path_workload`).
@@ -496,7 +501,7 @@ def profile_allreduce_stage(
     spec = profile_spec(config, hardware, model)
     r = allreduce_step(
         spec,
-        steps=max(2 * int(prof["timed_steps"]), 4),
+        steps=max(2 * int(prof["timed_steps"]), MIN_ALLREDUCE_STEPS),
         warmup_steps=int(prof["warmup_steps"]),
         timeout_s=float(prof["timeout_s"]),
     )
@@ -513,7 +518,7 @@ def profile_allreduce_stage(
     }
     print(
         f"[profile_allreduce] {model}: one MultiWorkerMirroredStrategy worker alone, "
-        f"{r.step_s * 1e3:.1f} ms per step (median of {len(r.step_times_s)}), "
+        f"{r.step_s * 1e3:.1f} ms per step (mean of {len(r.step_times_s)}), "
         f"{r.cpu_s * 1e3:.1f} ms CPU",
         file=sys.stderr,
     )
