@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,7 +235,9 @@ def predict_point(
         row["samples_per_s"] = bound * workload.batch_size
     row["steps_per_s_lo"] = row["steps_per_s_hi"] = None
     if params.phase_band and mode == "async" and workers > 1:
+        t0 = time.perf_counter()
         lo, hi = phase_band(workload, network, workers, params, kw, slots)
+        row["sim_wall_s"] += time.perf_counter() - t0
         v = row["steps_per_s"]
         row["steps_per_s_lo"] = min(lo, bound, v)
         row["steps_per_s_hi"] = max(min(hi, bound), v)

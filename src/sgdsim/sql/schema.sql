@@ -119,7 +119,7 @@ CREATE TABLE predictions (
     bytes_pulled     DOUBLE NOT NULL,   -- bytes carried PS -> workers in the run
     bytes_pushed     DOUBLE NOT NULL,   -- bytes carried workers -> PS in the run
     events           BIGINT NOT NULL,   -- events the simulator processed
-    sim_wall_s       DOUBLE NOT NULL,   -- simulator wall time
+    sim_wall_s       DOUBLE NOT NULL,   -- simulator wall time (the phase band's runs included)
     seed             BIGINT NOT NULL,   -- seed of the first replication's random Generator
     replications     INTEGER NOT NULL,  -- runs averaged (seeds seed, seed+1, ...)
     steps_per_s_std  DOUBLE NOT NULL,   -- standard deviation of steps_per_s over replications
