@@ -237,26 +237,52 @@ def measure_stage(
         start_offsets_s=offsets,
         buffer_bytes=val["buffer_bytes"],
     )
-    windows = list(r.steps_per_s_windows)
-    row |= {
+    row |= _run_columns(r, spec, why or "", loopback) | _window_columns(r)
+    row["start_offsets_s"] = [list(e) for e in r.start_offsets_s]
+    with atomic_path(out_path) as tmp:
+        pl.DataFrame([row]).write_parquet(tmp)
+
+
+def _run_columns(r: Any, spec: Any, reason: str, loopback: bool) -> dict[str, Any]:
+    """The columns every measured run fills: throughput, CPU and drops."""
+    return {
         "status": "ok",
-        "reason": why or "",
+        "reason": reason,
         "loopback": loopback,
         "steps_per_s": r.steps_per_s,
         "samples_per_s": r.steps_per_s * spec.batch_size,
-        "steps_per_s_windows": windows,
-        "steps_per_s_std": statistics.stdev(windows) if len(windows) > 1 else 0.0,
-        "start_offsets_s": [list(e) for e in r.start_offsets_s],
         "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
-        "window_s": r.window_s,
-        "step_end_times": [list(t) for t in r.step_end_times],
         "background_busy": r.background_busy,
         "cpu_busy": r.cpu_busy,
         "cpu_steal": r.cpu_steal,
         "shaper_drops": r.drops,
     }
-    with atomic_path(out_path) as tmp:
-        pl.DataFrame([row]).write_parquet(tmp)
+
+
+def _window_columns(r: Any) -> dict[str, Any]:
+    """The columns of a run scored over a window (episodes, or one synchronous run)."""
+    windows = list(r.steps_per_s_windows)
+    return {
+        "steps_per_s_windows": windows,
+        "steps_per_s_std": statistics.stdev(windows) if len(windows) > 1 else 0.0,
+        "window_s": r.window_s,
+        "step_end_times": [list(t) for t in r.step_end_times],
+    }
+
+
+def _steady_rule_columns(rule: Any, r: Any) -> dict[str, Any]:
+    """The steady protocol's parameters and estimate (:func:`sgdsim.protocol.steady_columns`)."""
+    from sgdsim.protocol import steady_columns
+
+    return {
+        "warmup_s": rule.settle_s,
+        "settle_s": rule.settle_s,
+        "target_rel_half_width": rule.rel_half_width,
+        "batches": rule.batches,
+        "confidence": rule.confidence,
+        "max_s": rule.max_s,
+        **steady_columns(r.steady, r.step_end_times),
+    }
 
 
 def _measure_steady(
@@ -266,7 +292,6 @@ def _measure_steady(
     (:func:`sgdsim.testbed.run_steady_measurement`) and write its one-row Parquet
     file: ``row`` (the point's columns) plus the run's, with every step end of
     every worker (``step_end_times``, s since the window started)."""
-    from sgdsim.protocol import steady_columns
     from sgdsim.testbed import run_steady_measurement
 
     r = run_steady_measurement(
@@ -281,27 +306,9 @@ def _measure_steady(
         buffer_bytes=row["buffer_bytes"],
     )
     assert r.steady is not None
-    batches = list(r.steps_per_s_windows)
-    row |= {
-        "status": "ok",
-        "reason": reason,
-        "loopback": loopback,
-        "steps_per_s": r.steps_per_s,
-        "samples_per_s": r.steps_per_s * spec.batch_size,
-        "steps_per_s_std": statistics.stdev(batches),
-        "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
-        "background_busy": r.background_busy,
-        "cpu_busy": r.cpu_busy,
-        "cpu_steal": r.cpu_steal,
-        "shaper_drops": r.drops,
-        "warmup_s": rule.settle_s,
-        "settle_s": rule.settle_s,
-        "target_rel_half_width": rule.rel_half_width,
-        "batches": rule.batches,
-        "confidence": rule.confidence,
-        "max_s": rule.max_s,
-        **steady_columns(r.steady, r.step_end_times),
-    }
+    row |= _run_columns(r, spec, reason, loopback)
+    row["steps_per_s_std"] = statistics.stdev(r.steps_per_s_windows)
+    row |= _steady_rule_columns(rule, r)
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
 
@@ -319,7 +326,6 @@ def _measure_sync(
     (:func:`sgdsim.testbed.sync.run_sync_measurement`) under the ``episodes``
     protocol (one run) or, with ``rule``, the ``steady`` one, and write its
     one-row Parquet file: ``row`` plus the run's columns."""
-    from sgdsim.protocol import steady_columns
     from sgdsim.testbed.sync import run_sync_measurement
 
     r = run_sync_measurement(
@@ -338,36 +344,12 @@ def _measure_sync(
         queue=row["queue"],
         buffer_bytes=row["buffer_bytes"],
     )
-    windows = list(r.steps_per_s_windows)
-    row |= {
-        "status": "ok",
-        "reason": reason,
-        "loopback": loopback,
-        "episodes": 1,
-        "steps_per_s": r.steps_per_s,
-        "samples_per_s": r.steps_per_s * spec.batch_size,
-        "steps_per_s_windows": windows,
-        "steps_per_s_std": statistics.stdev(windows) if len(windows) > 1 else 0.0,
-        "per_worker_steps_per_s": list(r.per_worker_steps_per_s),
-        "window_s": r.window_s,
-        "step_end_times": [list(t) for t in r.step_end_times],
-        "background_busy": r.background_busy,
-        "cpu_busy": r.cpu_busy,
-        "cpu_steal": r.cpu_steal,
-        "shaper_drops": r.drops,
-        "allreduces_per_step": r.allreduces_per_step,
-    }
+    row |= _run_columns(r, spec, reason, loopback) | _window_columns(r)
+    row["allreduces_per_step"] = r.allreduces_per_step
     if rule is not None and r.steady is not None:
-        row |= {
-            "warmup_s": rule.settle_s,
-            "settle_s": rule.settle_s,
-            "target_rel_half_width": rule.rel_half_width,
-            "batches": rule.batches,
-            "confidence": rule.confidence,
-            "max_s": rule.max_s,
-            **steady_columns(r.steady, r.step_end_times),
-        }
-        row.pop("episodes")
+        row |= _steady_rule_columns(rule, r)
+    else:
+        row["episodes"] = 1
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
 

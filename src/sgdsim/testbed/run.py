@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
@@ -407,12 +408,7 @@ def run_async_measurement(
                     )
                 wait_workers(procs, workers, deadline)
                 done.update(done.total - done.n)
-            results = []
-            for k in range(workers):
-                try:
-                    results.append(json.loads(outs[f"w{k}"].read_text()))
-                except (OSError, ValueError) as e:
-                    raise MeasurementError(f"worker w{k} wrote no valid result: {e}") from e
+            results = read_results([outs[f"w{k}"] for k in range(workers)])
         times = [sorted(float(x) for x in d["step_end_times"]) for d in results]
         if offsets is None:
             t0 = window_start(times, warmup_s, warmup_steps)
@@ -512,6 +508,21 @@ def open_hosts(
 def all_exist(paths: Sequence[Path]) -> bool:
     """Whether every one of ``paths`` exists."""
     return all(p.exists() for p in paths)
+
+
+def read_results(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """The JSON result each worker wrote, in worker order (``paths[k]``: worker ``k``'s).
+
+    Raises:
+        MeasurementError: a worker wrote no file or no valid JSON.
+    """
+    results = []
+    for k, path in enumerate(paths):
+        try:
+            results.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as e:
+            raise MeasurementError(f"worker w{k} wrote no valid result: {e}") from e
+    return results
 
 
 def wait_workers(

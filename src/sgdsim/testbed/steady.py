@@ -37,6 +37,7 @@ from sgdsim.testbed.run import (
     child_env,
     log,
     open_hosts,
+    read_results,
     wait_workers,
     warn_if_busy,
 )
@@ -179,12 +180,7 @@ def run_steady_measurement(
             with CpuSampler() as cpu:
                 wait_workers(procs, workers, deadline, until=converged)
                 wait_workers(procs, workers, deadline)
-            results = []
-            for k in range(workers):
-                try:
-                    results.append(json.loads(outs[k].read_text()))
-                except (OSError, ValueError) as e:
-                    raise MeasurementError(f"worker w{k} wrote no valid result: {e}") from e
+            results = read_results([outs[k] for k in range(workers)])
         times = [sorted(float(x) for x in d["step_end_times"]) for d in results]
         est = steady_stop(times, rule)
         if est is None:  # the workers stopped on their own bound before a decision

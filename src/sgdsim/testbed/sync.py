@@ -44,6 +44,7 @@ from sgdsim.protocol import (
     summarize,
     window_start,
 )
+from sgdsim.simulation.sync import SYNC_MODES
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
 from sgdsim.testbed.run import (
     CpuSampler,
@@ -51,13 +52,11 @@ from sgdsim.testbed.run import (
     child_env,
     log,
     open_hosts,
+    read_results,
     wait_workers,
     warn_if_busy,
 )
 from sgdsim.testbed.steady import read_progress
-
-#: Modes :func:`run_sync_measurement` measures.
-SYNC_MODES = ("sync_ps", "allreduce")
 
 #: Seconds of steps the workers run past the parent's decision (its polling and
 #: the stop file's way to every worker must not let one pass the count).
@@ -228,12 +227,7 @@ def run_sync_measurement(
             with CpuSampler() as cpu:
                 wait_workers(procs, workers, deadline, until=measured)
                 wait_workers(procs, workers, deadline)
-            results = []
-            for k in range(workers):
-                try:
-                    results.append(json.loads(outs[k].read_text()))
-                except (OSError, ValueError) as e:
-                    raise MeasurementError(f"worker w{k} wrote no valid result: {e}") from e
+            results = read_results([outs[k] for k in range(workers)])
         times = [
             sorted(float(x) for x in (*d.get("warmup_end_times", ()), *d["step_end_times"]))
             for d in results
