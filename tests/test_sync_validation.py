@@ -358,15 +358,22 @@ def test_allreduce_point_is_measured_on_the_ring_and_no_faster_than_its_wire(
 
 
 @pytest.mark.slow
-def test_profile_allreduce_times_one_worker_of_the_sync_path(tmp_path: Path):
+def test_profile_allreduce_pools_fresh_runs_of_one_worker_of_the_sync_path(tmp_path: Path):
     from sgdsim.pipeline.validation import MIN_ALLREDUCE_STEPS, profile_allreduce_stage
 
     out = tmp_path / "step.json"
-    profile_allreduce_stage(lenet_config(), "cpu", "LeNet5", str(out))
+    config = lenet_config()
+    config["profile"]["runs"] = 2
+    profile_allreduce_stage(config, "cpu", "LeNet5", str(out))
     step = json.loads(out.read_text())
-    # max(2 x profile.timed_steps, MIN_ALLREDUCE_STEPS) steps, their gaps; the mean
-    assert len(step["step_times_s"]) == max(2 * 3, MIN_ALLREDUCE_STEPS) - 1
+    # two runs of max(2 x profile.timed_steps, MIN_ALLREDUCE_STEPS) steps, their gaps; the mean
+    per_run = max(2 * 3, MIN_ALLREDUCE_STEPS) - 1
+    assert len(step["step_times_s"]) == 2 * per_run and len(step["run_step_s"]) == 2
     assert step["step_s"] == pytest.approx(statistics.fmean(step["step_times_s"]), rel=1e-9)
+    for k, run_s in enumerate(step["run_step_s"]):
+        gaps = step["step_times_s"][k * per_run : (k + 1) * per_run]
+        assert run_s == pytest.approx(statistics.fmean(gaps), rel=1e-9)
+    assert min(step["run_step_s"]) <= step["step_s"] <= max(step["run_step_s"])
     assert 0 < step["step_s"] < 5 and step["cpu_s"] > 0
     assert (step["intra_op_threads"], step["batch_size"]) == (1, 8)
     assert child_processes() == []

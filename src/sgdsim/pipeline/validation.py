@@ -464,44 +464,55 @@ def profile_allreduce_stage(
 ) -> None:
     """Time the ``allreduce`` path's own step for ``model`` on ``hardware`` (JSON).
 
-    One ``MultiWorkerMirroredStrategy`` worker trains alone on loopback
+    ``profile.runs`` independent runs (a fresh process each, as the PS profile
+    pools them: a step's time varies more between launches than within one),
+    each one ``MultiWorkerMirroredStrategy`` worker training alone on loopback
     (:func:`sgdsim.testbed.calibrate.allreduce_step`) with the profile's
     model, batch, optimizer and threads, ``profile.warmup_steps`` untimed and
     2 × ``profile.timed_steps`` (at least :data:`MIN_ALLREDUCE_STEPS`) timed
-    steps. It needs no root. Writes
-    ``{"step_s": …, "cpu_s": …, "step_times_s": [...], …}``: the compute that
-    :func:`predict_testbed_stage` gives an ``allreduce`` worker
-    (:func:`sync_path_workload`).
+    steps. The pooled step is the mean of every timed step of every run (all
+    runs' time over all their steps). It needs no root. Writes
+    ``{"step_s": …, "cpu_s": …, "step_times_s": [...], "run_step_s": [...], …}``:
+    the compute that :func:`predict_testbed_stage` gives an ``allreduce``
+    worker (:func:`sync_path_workload`).
 
     Raises:
-        CalibrationError: the worker failed or ran over ``profile.timeout_s``.
+        CalibrationError: a worker failed or ran over ``profile.timeout_s``.
     """
+    from sgdsim.progress import progress
     from sgdsim.testbed.calibrate import allreduce_step
 
     config = with_defaults(config)
     prof = config["profile"]
     spec = profile_spec(config, hardware, model)
-    r = allreduce_step(
-        spec,
-        steps=max(2 * int(prof["timed_steps"]), MIN_ALLREDUCE_STEPS),
-        warmup_steps=int(prof["warmup_steps"]),
-        timeout_s=float(prof["timeout_s"]),
-    )
+    runs = [
+        allreduce_step(
+            spec,
+            steps=max(2 * int(prof["timed_steps"]), MIN_ALLREDUCE_STEPS),
+            warmup_steps=int(prof["warmup_steps"]),
+            timeout_s=float(prof["timeout_s"]),
+        )
+        for _ in progress(range(int(prof["runs"])), desc=f"profile_allreduce {model}")
+    ]
+    gaps = [g for r in runs for g in r.step_times_s]
+    ends = [len(r.step_times_s) + 1 for r in runs]
     row = {
         "hardware": hardware,
         "model": model,
-        "batch_size": r.batch_size,
-        "image_size": r.image_size,
+        "batch_size": spec.batch_size,
+        "image_size": spec.image_size,
         "intra_op_threads": spec.intra_op_threads,
         "inter_op_threads": spec.inter_op_threads,
-        "step_s": r.step_s,
-        "cpu_s": r.cpu_s,
-        "step_times_s": list(r.step_times_s),
+        "step_s": statistics.fmean(gaps),
+        "cpu_s": sum(r.cpu_s * n for r, n in zip(runs, ends, strict=True)) / sum(ends),
+        "step_times_s": gaps,
+        "run_step_s": [r.step_s for r in runs],
     }
     print(
         f"[profile_allreduce] {model}: one MultiWorkerMirroredStrategy worker alone, "
-        f"{r.step_s * 1e3:.1f} ms per step (mean of {len(r.step_times_s)}), "
-        f"{r.cpu_s * 1e3:.1f} ms CPU",
+        f"{row['step_s'] * 1e3:.1f} ms per step (mean of {len(gaps)} over {len(runs)} runs: "
+        + ", ".join(f"{r.step_s * 1e3:.1f}" for r in runs)
+        + f" ms), {row['cpu_s'] * 1e3:.1f} ms CPU",
         file=sys.stderr,
     )
     with atomic_path(out_path) as tmp:

@@ -388,7 +388,7 @@ class AllReduceStep:
     """One ``MultiWorkerMirroredStrategy`` worker training alone (N = 1).
 
     Attributes:
-        step_s: median seconds between two step ends (timed steps).
+        step_s: mean seconds between two step ends (timed steps).
         step_times_s: (steps − 1,) every step's seconds.
         cpu_s: CPU seconds (user + system, all threads) of the process per step.
         model, batch_size, image_size: what it trained.
