@@ -284,7 +284,11 @@ def test_sync_ps_prediction_is_stored_with_its_mode(tmp_path: Path):
 
 
 def _measure(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, workers: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    workers: int,
+    launches: int = 1,
 ) -> dict[str, Any]:
     import sgdsim.testbed.netns as netns
     from sgdsim.pipeline.validation import measure_stage
@@ -303,9 +307,12 @@ def _measure(
 
     out = tmp_path / f"{mode}{workers}.parquet"
     wc = point(mode, workers)
-    measure_stage(lenet_config(), "unused.json", str(tmp_path), str(out), wc)
+    config = lenet_config()
+    config["validation"]["points"][0]["runs"] = launches
+    measure_stage(config, "unused.json", str(tmp_path), str(out), wc)
     # a testbed deletes its record once its namespaces are removed
     assert child_processes() == [] and list(state.glob("sgd-*.json")) == []
+    assert len(set(runs)) == launches  # one testbed (fresh processes) per launch
     assert runs and not {n for n in namespaces() if n.startswith(tuple(runs))}
     return pl.read_parquet(out).to_dicts()[0]
 
@@ -335,6 +342,16 @@ def test_sync_ps_point_is_measured_with_sync_replicas(testbed_ok, tmp_path: Path
     )
     assert row["allreduces_per_step"] is None
     _assert_lockstep(row)
+
+
+@pytest.mark.slow
+def test_a_sync_point_averages_its_launches(testbed_ok, tmp_path: Path, monkeypatch):
+    row = _measure(tmp_path, monkeypatch, "allreduce", 1, launches=2)
+    assert (row["status"], row["runs"], len(row["run_steps_per_s"])) == ("ok", 2, 2)
+    assert row["steps_per_s"] == pytest.approx(statistics.fmean(row["run_steps_per_s"]))
+    assert row["samples_per_s"] == pytest.approx(8 * row["steps_per_s"])
+    # each launch's sub-windows are kept: 4 per launch
+    assert len(row["steps_per_s_windows"]) == 8
 
 
 @pytest.mark.slow

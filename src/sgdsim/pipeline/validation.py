@@ -40,7 +40,8 @@ def _mode(wildcards: dict[str, str]) -> str:
     return wildcards.get("mode", "async")
 
 
-def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
+def _point(config: dict[str, Any], wildcards: dict[str, str]) -> dict[str, Any] | None:
+    """The :func:`~sgdsim.config.validation_points` entry of a job's wildcards (None: none)."""
     key = (
         wildcards["model"],
         wildcards["network"],
@@ -50,8 +51,13 @@ def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
     )
     for p in validation_points(config):
         if (p["model"], p["network"], p["mode"], p["policy"], p["workers"]) == key:
-            return float(p["duration_s"])
-    return float(config["validation"]["duration_s"])
+            return p
+    return None
+
+
+def _point_duration(config: dict[str, Any], wildcards: dict[str, str]) -> float:
+    p = _point(config, wildcards)
+    return float(config["validation"]["duration_s"] if p is None else p["duration_s"])
 
 
 def _episode_protocol(config: dict[str, Any], wildcards: dict[str, str]) -> dict[str, Any]:
@@ -213,7 +219,9 @@ def measure_stage(
         row["buffer_bytes"] = None  # no shaping, no queue
     rule = steady_rule(config)
     if mode != "async":
-        _measure_sync(row, spec, mode, rule, loopback, why or "", out_path)
+        point = _point(config, wildcards)
+        runs = 1 if point is None else int(point["runs"])
+        _measure_sync(row, spec, mode, rule, loopback, why or "", out_path, runs)
         return
     if rule is not None:
         _measure_steady(row, spec, rule, loopback, why or "", out_path)
@@ -321,30 +329,58 @@ def _measure_sync(
     loopback: bool,
     reason: str,
     out_path: str,
+    runs: int = 1,
 ) -> None:
     """Measure one ``sync_ps`` or ``allreduce`` point
     (:func:`sgdsim.testbed.sync.run_sync_measurement`) under the ``episodes``
-    protocol (one run) or, with ``rule``, the ``steady`` one, and write its
-    one-row Parquet file: ``row`` plus the run's columns."""
+    protocol (one run per launch) or, with ``rule``, the ``steady`` one, in
+    ``runs`` launches (fresh processes; the point's rate is their mean, each
+    one's in ``run_steps_per_s``), and write its one-row Parquet file: ``row``
+    plus the runs' columns (step ends and CPU of the first launch)."""
     from sgdsim.testbed.sync import run_sync_measurement
 
-    r = run_sync_measurement(
-        spec,
-        mode,
-        row["workers"],
-        None if loopback else row["bandwidth_bps"],
-        0.0 if loopback else row["latency_s"],
-        duration_s=row["duration_s"],
-        warmup_s=row["warmup_s"],
-        warmup_steps=row["warmup_steps"],
-        min_steps=row["min_steps"],
-        rule=rule,
-        loopback=loopback,
-        mtu=row["mtu"],
-        queue=row["queue"],
-        buffer_bytes=row["buffer_bytes"],
-    )
+    launches = [
+        run_sync_measurement(
+            spec,
+            mode,
+            row["workers"],
+            None if loopback else row["bandwidth_bps"],
+            0.0 if loopback else row["latency_s"],
+            duration_s=row["duration_s"],
+            warmup_s=row["warmup_s"],
+            warmup_steps=row["warmup_steps"],
+            min_steps=row["min_steps"],
+            rule=rule,
+            loopback=loopback,
+            mtu=row["mtu"],
+            queue=row["queue"],
+            buffer_bytes=row["buffer_bytes"],
+        )
+        for _ in range(runs)
+    ]
+    r = launches[0]
     row |= _run_columns(r, spec, reason, loopback) | _window_columns(r)
+    row["runs"] = runs
+    row["run_steps_per_s"] = [x.steps_per_s for x in launches]
+    if runs > 1:
+        # the launches' mean rate; their windows together show the spread
+        mean = statistics.fmean(row["run_steps_per_s"])
+        windows = [w for x in launches for w in x.steps_per_s_windows]
+        per_worker = np.mean([x.per_worker_steps_per_s for x in launches], axis=0)
+        row |= {
+            "steps_per_s": mean,
+            "samples_per_s": mean * spec.batch_size,
+            "per_worker_steps_per_s": [float(v) for v in per_worker],
+            "steps_per_s_windows": windows,
+            "steps_per_s_std": statistics.stdev(windows),
+            "shaper_drops": sum(x.drops for x in launches),
+        }
+        print(
+            f"[measure] {runs} launches: "
+            + ", ".join(f"{v:.3g}" for v in row["run_steps_per_s"])
+            + f" steps/s, mean {mean:.4g}",
+            file=sys.stderr,
+        )
     row["allreduces_per_step"] = r.allreduces_per_step
     if rule is not None and r.steady is not None:
         row |= _steady_rule_columns(rule, r)
