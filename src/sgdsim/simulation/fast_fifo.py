@@ -394,7 +394,7 @@ class FastFifoRun:
         self.log_from = 0  # breakpoints before this one precede every unsettled push
         # early: (due, order, worker) of each idle connection with pending pushes, and
         # the time of the link's next event in the queue (its departure or a join)
-        self.releases: list[tuple[float, int, int]] = []
+        self.releases: list[tuple[float, int, int]] = [(math.inf, -1, -1)]  # + sentinel
         self.rseq = 0
         self.up_wake = math.inf
         # early: each step's pull flows travel in groups (pull_groups): per worker the
@@ -882,31 +882,46 @@ class FastFifoRun:
         equal times), as long as they precede every other event; returns the
         time of the last one taken. An emptying connection takes the pushes due
         by then as one flow; when a step's last push has left, the PS applies all
-        that left by then (``settle``)."""
+        that left by then (``settle``).
+
+        ``releases`` ends in a sentinel due at ``inf``, so its head's time is
+        always defined; only ``_last_push_left`` schedules events, so the time
+        of the next other event (``horizon``) is read again only after it."""
         h = self.heaps[_UP]
         qs = self.queues[_UP]
+        releases = self.releases
+        cap = self.cap
         k = self.k_busy[_UP]
         g = self.vg[_UP]
         t_last = self.vt[_UP]
         nb = self.nic_busy[_UP]
         nbytes = self.nic_bytes[_UP]
+        log_t, log_g, log_k = self.up_t.append, self.up_g.append, self.up_k.append
+        horizon = self.sim.peek()
+        taken = 0
         self.up_wake = math.inf
         while True:
-            t_next, depart = self._next_push_link_event(h, g, t_last, k)
-            if t_next is None:
+            t_next = math.inf
+            if h:
+                gap = h[0][0] - g
+                t_next = t_last + gap * k / cap if gap > 0.0 else t_last
+            depart = t_next <= releases[0][0]
+            if not depart:
+                t_next = releases[0][0]
+            elif t_next == math.inf:  # nothing on the link, nothing pending
                 self.link_version[_UP] += 1
                 break
             if t_next > now:
-                if t_next >= self.sim.peek():
+                if t_next >= horizon:
                     self.up_wake = t_next
                     self.link_version[_UP] += 1
                     self.push_event(t_next, _DEPART, _UP, self.link_version[_UP])
                     break
                 now = t_next  # it precedes every pending event: take it now
-                self.sim.events += 1
+                taken += 1
             if k:
                 dt = now - t_last
-                g += dt * self.cap / k
+                g += dt * cap / k
                 nb += dt
             t_last = now
             left = -1
@@ -925,32 +940,19 @@ class FastFifoRun:
             else:
                 c = self._release_due(g, now)
                 k += 1
-            self.up_t.append(now)
-            self.up_g.append(g)
-            self.up_k.append(k)
+            log_t(now)
+            log_g(g)
+            log_k(k)
             if not left:
                 self._last_push_left(c, tag, g, now)
+                horizon = self.sim.peek()
+        self.sim.events += taken
         self.k_busy[_UP] = k
         self.vg[_UP] = g
         self.vt[_UP] = t_last
         self.nic_busy[_UP] = nb
         self.nic_bytes[_UP] = nbytes
         return now
-
-    def _next_push_link_event(
-        self, h: list[tuple[float, int, int]], g: float, t_last: float, k: int
-    ) -> tuple[float | None, bool]:
-        """(time, is a departure) of the workers → PS link's next event, (None, False) if none."""
-        releases = self.releases
-        if h:
-            gap = h[0][0] - g
-            t_next = t_last + (gap if gap > 0.0 else 0.0) * k / self.cap
-            if not releases or t_next <= releases[0][0]:
-                return t_next, True
-            return releases[0][0], False
-        if releases:
-            return releases[0][0], False
-        return None, False
 
     def _push_run_left(self, c: int, tag: float, now: float) -> int:
         """Connection ``c``'s head flow of pushes left at ``now`` (its tag ``tag``): the
