@@ -153,6 +153,7 @@ class FastFifoRun:
         "free_at",
         "gone",
         "heaps",
+        "held",
         "hseq",
         "joined",
         "k_busy",
@@ -386,6 +387,7 @@ class FastFifoRun:
         # yet (settle), one record per flow, in join order: base (position p's tag
         # is base + pos_bytes[p + 1]), first unsettled position, end, worker
         self.records: list[float] = []  # flat: base, lo, hi, worker, join time, base, …
+        self.held = np.empty((0, 5))  # the records settle kept, as rows
         self.gone = [0] * self.workers  # positions of this step that left, per worker
         self.settled_end = np.full(self.workers, -np.inf)  # latest PS update end of settled pushes
         # early: breakpoints of the workers → PS link's virtual clock: from up_t[i]
@@ -740,9 +742,9 @@ class FastFifoRun:
         cumulative sum and one running maximum for the whole batch. ``g`` is
         the link's virtual time now; every later push has a tag ≥ min(x, g).
         """
-        if not self.records:
+        rec = self._unsettled()
+        if rec is None:
             return
-        rec = np.fromiter(self.records, np.float64, len(self.records)).reshape(-1, 5)
         base = rec[:, 0]
         lo, hi, conn = rec[:, 1:4].T.astype(np.int64)
         # positions with tag ≤ x; all that have left (gone) in any case
@@ -754,43 +756,65 @@ class FastFifoRun:
         )
         lens = cut - lo
         ends = np.cumsum(lens)
-        total = int(ends[-1])
-        if total:
-            # the positions in join order; a stable sort by (tag, head tag) keeps it for ties
-            pos = np.arange(total) + np.repeat(lo - (ends - lens), lens)
-            b = np.repeat(base, lens)
-            tags = b + self.pos_bytes_a[pos + 1]
-            o = np.lexsort((b + self.pos_bytes_a[pos], tags))
-            tags = tags[o]
-            # arrival at the PS: g⁻¹(tag) on the last breakpoint before the tag
-            n_log = len(self.up_g) - self.log_from
-            gl = np.fromiter(self.up_g[self.log_from :], np.float64, n_log)
-            i = np.searchsorted(gl, tags, "left") - 1
-            np.maximum(i, 0, out=i)
-            gap = tags - gl[i]
-            np.maximum(gap, 0.0, out=gap)
-            tl = np.fromiter(self.up_t[self.log_from :], np.float64, n_log)
-            kl = np.fromiter(self.up_k[self.log_from :], np.float64, n_log)
-            arrive = tl[i] + gap * kl[i] / self.cap
-            # no earlier than the run joined: the clock stands still while the link
-            # idles, so a zero-byte push's tag is also that of the last departure
-            np.maximum(arrive, np.repeat(rec[:, 4], lens)[o], out=arrive)
-            u = self.pos_update_a[pos[o]]
-            u_sum = np.cumsum(u)
-            m = arrive - (u_sum - u)
-            if m[0] < self.ps_free:
-                m[0] = self.ps_free
-            done = u_sum + np.maximum.accumulate(m)
-            self.ps_free = float(done[-1])
-            np.maximum.at(self.settled_end, np.repeat(conn, lens)[o], done)
+        if ends[-1]:
+            self._apply_updates(rec, lo, lens, ends)
         rec[:, 1] = cut
-        self.records[:] = rec[cut < hi].ravel().tolist()
+        self.held = rec[cut < hi]
         j = bisect_left(self.up_g, x if x < g else g, self.log_from) - 1
         if j > self.log_from:
             self.log_from = j
         if self.log_from > 4096:
             del self.up_t[: self.log_from], self.up_g[: self.log_from], self.up_k[: self.log_from]
             self.log_from = 0
+
+    def _unsettled(self) -> npt.NDArray[np.float64] | None:
+        """(F, 5) the push flows on the link not settled yet, in join order (the rows
+        ``settle`` kept, then the records since), or None if there are none."""
+        new = self.records
+        if not new:
+            return self.held if len(self.held) else None
+        fresh = np.fromiter(new, np.float64, len(new)).reshape(-1, 5)
+        new.clear()
+        return np.concatenate((self.held, fresh)) if len(self.held) else fresh
+
+    def _apply_updates(
+        self,
+        rec: npt.NDArray[np.float64],
+        lo: npt.NDArray[np.int64],
+        lens: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+    ) -> None:
+        """The PS applies positions ``lo … lo + lens − 1`` of each record of ``rec``
+        (``ends``: cumulative ``lens``), in tag order (see ``settle``)."""
+        total = int(ends[-1])
+        # the positions in join order; a stable sort by (tag, head tag) keeps it for ties
+        pos = np.arange(total) + np.repeat(lo - (ends - lens), lens)
+        r = np.repeat(rec, lens, axis=0)  # each position's record
+        b = r[:, 0]
+        tags = b + self.pos_bytes_a[pos + 1]
+        o = np.lexsort((b + self.pos_bytes_a[pos], tags))
+        tags = tags[o]
+        # arrival at the PS: g⁻¹(tag) on the last breakpoint before the tag
+        n_log = len(self.up_g) - self.log_from
+        gl = np.fromiter(self.up_g[self.log_from :], np.float64, n_log)
+        i = np.searchsorted(gl, tags, "left") - 1
+        np.maximum(i, 0, out=i)
+        gap = tags - gl[i]
+        np.maximum(gap, 0.0, out=gap)
+        tl = np.fromiter(self.up_t[self.log_from :], np.float64, n_log)
+        kl = np.fromiter(self.up_k[self.log_from :], np.float64, n_log)
+        arrive = tl[i] + gap * kl[i] / self.cap
+        # no earlier than the run joined: the clock stands still while the link
+        # idles, so a zero-byte push's tag is also that of the last departure
+        np.maximum(arrive, r[o, 4], out=arrive)
+        u = self.pos_update_a[pos[o]]
+        u_sum = np.cumsum(u)
+        m = arrive - (u_sum - u)
+        if m[0] < self.ps_free:
+            m[0] = self.ps_free
+        done = u_sum + np.maximum.accumulate(m)
+        self.ps_free = float(done[-1])
+        np.maximum.at(self.settled_end, r[o, 3].astype(np.int64), done)
 
     def check_end(self, w: int, now: float) -> None:
         """Schedule worker ``w``'s step end once compute, pulls and updates are done."""
@@ -959,24 +983,23 @@ class FastFifoRun:
         pushes due by now join as the next flow; returns 1 if ``c`` falls idle."""
         h = self.heaps[_UP]
         pq = self.pending[c]
-        if pq:
-            lo, hi = self.take_before(c, now)
-            if hi > lo:  # the pushes due by now join as one flow, a record
-                base = tag - self.pos_bytes[lo]
-                tag_run = base + self.pos_bytes[hi]
-                self.records.extend((base, lo, hi, c, now))
-                self.queues[_UP][c].append(
-                    (tag_run, self.pos_bytes[hi] - self.pos_bytes[lo], hi - lo)
-                )
-                heapq.heapreplace(h, (tag_run, self.hseq, c))
-                self.hseq += 1
-                return 0
+        if not pq:
             heapq.heappop(h)
-            base, lo, _ = pq[0]
-            heapq.heappush(self.releases, (base + self.pos_issue[lo], self.rseq, c))
-            self.rseq += 1
             return 1
+        base, lo, _ = pq[0]
+        due = base + self.pos_issue[lo]
+        if due < now:  # the pushes due by now join as one flow, a record
+            lo, hi = self.take_before(c, now)
+            base = tag - self.pos_bytes[lo]
+            tag_run = base + self.pos_bytes[hi]
+            self.records.extend((base, lo, hi, c, now))
+            self.queues[_UP][c].append((tag_run, self.pos_bytes[hi] - self.pos_bytes[lo], hi - lo))
+            heapq.heapreplace(h, (tag_run, self.hseq, c))
+            self.hseq += 1
+            return 0
         heapq.heappop(h)
+        heapq.heappush(self.releases, (due, self.rseq, c))
+        self.rseq += 1
         return 1
 
     def _release_due(self, g: float, now: float) -> int:
