@@ -266,14 +266,16 @@ def _run_model(
 ) -> RawRun:
     """One run of the step model that serves this configuration (arguments as
     :func:`simulate_async`, checked there): the bulk :class:`FastFifoRun` for
-    whole-tensor FIFO policies on one PS without pull gap, quantum or join
-    delay, :class:`AsyncPSModel` otherwise."""
+    whole-tensor FIFO policies on one PS without quantum or join delay, and
+    with a pull gap only as a pure delay on a fair PS NIC; :class:`AsyncPSModel`
+    otherwise."""
     pol = get_policy(policy)
     spec = pol.spec(sizes)
     serial_gap = pull_gap_s > 0 and pol.serial_pulls
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
-    fast = not serial_gap and not link_quantum_bytes and not pull_join_delay_s
+    gap_ok = not serial_gap or (not pull_gap_cpu and ps_discipline == "fair")
+    fast = gap_ok and not link_quantum_bytes and not pull_join_delay_s
     if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
         return FastFifoRun(
             workload,
@@ -287,6 +289,7 @@ def _run_model(
             workers_per_node,
             ps_discipline,
             compute_slots,
+            pull_gap_s if serial_gap else 0.0,
         ).run()
     return AsyncPSModel(
         workload,

@@ -151,7 +151,9 @@ class FastFifoRun:
         "fixed_groups",
         "fixed_req",
         "free_at",
+        "gap",
         "gone",
+        "grouped",
         "heaps",
         "held",
         "hseq",
@@ -181,6 +183,7 @@ class FastFifoRun:
         "ps_free",
         "pull_bytes_a",
         "pull_gate_a",
+        "pull_queue",
         "pull_start",
         "push_bytes",
         "push_flows",
@@ -237,6 +240,7 @@ class FastFifoRun:
         workers_per_node: int,
         ps_discipline: str,
         compute_slots: float = 1.0,
+        pull_gap_s: float = 0.0,
     ) -> None:
         self.workload = workload
         self.network = network
@@ -249,6 +253,7 @@ class FastFifoRun:
         self.workers_per_node = workers_per_node
         self.ps_discipline = ps_discipline
         self.compute_slots = compute_slots
+        self.gap = pull_gap_s
         self._init_step()
         self._init_link()
         self._init_workers()
@@ -270,7 +275,9 @@ class FastFifoRun:
         self.pull_start = self.workload.pull_start_s
         self.overhead = self.workload.overhead_s
         self.bulk = _BULK and self.trace is None
-        self.aggregate = self.bulk
+        # with a pull gap every pull is its own flow, joining its connection one gap
+        # after the previous one arrived (``pull_queue``, ``pull_next``)
+        self.aggregate = self.bulk and not self.gap
         self.random_order = get_policy(self.policy).shuffle_pulls
         self.pull_bytes_a = np.asarray(self.workload.pull_bytes, np.float64)
         self.pull_gate_a = np.asarray(self.workload.pull_gate, np.int64)
@@ -299,6 +306,7 @@ class FastFifoRun:
         # one FIFO queue, where others' pushes may join in between)
         self.eager = self.bulk and not self.shared_cpu
         self.early = self.eager and not self.fifo
+        self.grouped = self.early and not self.gap  # pull flows travel in groups
         self.n_conn = 1 if self.fifo else self.workers
         # segment chains in bulk: seg_end[s] = the time the step's compute takes up
         # to the start of segment s (C_s = d_0 + … + d_{s−1})
@@ -404,7 +412,7 @@ class FastFifoRun:
         # (absolute index) at which its head group started; breakpoints of the
         # PS → workers link's clock as up_t, up_g, up_k (down_off: entries dropped
         # before the head group of every busy connection)
-        if self.early and self.n_pull:
+        if self.grouped and self.n_pull:
             _, _, self.fixed_cum, self.fixed_groups = self.pull_groups(
                 np.asarray(get_policy(self.policy).pull_order(self.workload))
             )
@@ -418,6 +426,7 @@ class FastFifoRun:
         self.down_trim = max(4096, 16 * self.workers)
 
         self.push_flows = [[(self.push_bytes[q], q) for q in slot] for slot in self.pushes_after]
+        self.pull_queue: list[list[tuple[float, int]]] = [[] for _ in range(self.workers)]
 
     def chunks(self, order: npt.NDArray[np.int64]) -> tuple[list[tuple[float, int]], list[int]]:
         """A step's pull flows issued in ``order``, and what gates on them (_pull_flows)."""
@@ -527,8 +536,9 @@ class FastFifoRun:
             self.check_end(w, now)
 
     def join_pulls(self, w: int, now: float) -> None:
-        """Worker ``w``'s pulls of the step join its connection at ``now``."""
-        if self.early:
+        """Worker ``w``'s pulls of the step join its connection at ``now`` (with a pull
+        gap, only the first: see :meth:`join_next_pull`)."""
+        if self.grouped:
             self.join_pull_groups(w, now)
             return
         if self.random_order:
@@ -536,12 +546,24 @@ class FastFifoRun:
             self.n_flows[w] = len(flows)
         else:
             flows = self.fixed_flows
+        if self.gap:
+            self.pull_queue[w] = flows
+            flows = flows[:1]
         if self.trace is not None:
             for _, p in flows:
                 self.joined[w][p] = now
         if self.fifo:
             flows = [(b, p + w * self.stride) for b, p in flows]
         self.nic_add(_DOWN, now, flows, 0 if self.fifo else w)
+
+    def join_next_pull(self, w: int, now: float) -> None:
+        """Worker ``w``'s next pull joins its connection at ``now``: one pull gap
+        after the previous one arrived (the control message by which TensorFlow
+        enforces a pull order, see :func:`~sgdsim.simulation.async_ps.simulate_async`)."""
+        flow = self.pull_queue[w][self.arrived[w]]
+        if self.trace is not None:
+            self.joined[w][flow[1]] = now
+        self.nic_add(_DOWN, now, [flow], w)
 
     def join_pull_groups(self, w: int, now: float) -> None:
         """Worker ``w``'s pulls of the step join its idle connection at ``now`` as
@@ -879,7 +901,10 @@ class FastFifoRun:
         w, code = arg
         li, slot = divmod(code, 1 << 30)
         if li == _DOWN:
-            self.join_pulls(w, now)
+            if slot:
+                self.join_next_pull(w, now)
+            else:
+                self.join_pulls(w, now)
         else:
             self.join_pushes(w, slot, now)
 
@@ -1052,7 +1077,7 @@ class FastFifoRun:
                 heapq.heappop(h)
                 k -= 1
             hint = 0
-            if self.early:  # the PS → workers link: log the clock; c's next group starts now
+            if self.grouped:  # the PS → workers link: log the clock; c's next group starts now
                 hint = self.down_hint[c]
                 self.down_t.append(now)
                 self.down_g.append(g)
@@ -1094,16 +1119,7 @@ class FastFifoRun:
             self.trace.append((PULL if a == _DOWN else PUSH, w, idx, begin, now))
             self.conn_free[a][c] = now
         if a == _DOWN:
-            if self.early and payload > self.arrived[w]:
-                self.quiet_arrivals(w, payload, now, hint)
-            got = self.arrived[w] + 1
-            self.arrived[w] = got
-            s = self.seg[w]
-            if s < self.n_seg:
-                if not self.running[w] and got >= self.req[w][s]:
-                    self.try_start(w, now)
-            elif got == self.n_flows[w]:
-                self.check_end(w, now)
+            self._pull_arrived(w, payload, now, hint)
             return
         start = now if now > self.ps_free else self.ps_free
         self.ps_free = start + self.push_update[idx]
@@ -1114,6 +1130,22 @@ class FastFifoRun:
         self.pushes_left[w] -= 1
         if not self.pushes_left[w]:
             self.check_end(w, now)
+
+    def _pull_arrived(self, w: int, payload: int, now: float, hint: int) -> None:
+        """Pull flow (group) ``payload`` of worker ``w`` arrived at ``now``: run what it
+        lets run; with a pull gap, the next pull joins one gap later."""
+        if self.grouped and payload > self.arrived[w]:
+            self.quiet_arrivals(w, payload, now, hint)
+        got = self.arrived[w] + 1
+        self.arrived[w] = got
+        s = self.seg[w]
+        if s < self.n_seg:
+            if not self.running[w] and got >= self.req[w][s]:
+                self.try_start(w, now)
+        elif got == self.n_flows[w]:
+            self.check_end(w, now)
+        if self.gap and got < self.n_flows[w]:
+            self.push_event(now + self.gap, _JOIN, w, (_DOWN << 30) + 1)
 
     def _segments_end(self, w: int, now: float) -> float:
         """Worker ``w``'s segment ends at ``now``; the next ones that can start and end
