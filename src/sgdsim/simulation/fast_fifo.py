@@ -141,6 +141,7 @@ class FastFifoRun:
         "down_t",
         "down_tag0",
         "down_trim",
+        "down_wake",
         "eager",
         "early",
         "ending",
@@ -184,7 +185,9 @@ class FastFifoRun:
         "pull_bytes_a",
         "pull_gate_a",
         "pull_queue",
+        "pull_rel",
         "pull_start",
+        "pull_wire",
         "push_bytes",
         "push_flows",
         "push_joined",
@@ -427,6 +430,11 @@ class FastFifoRun:
 
         self.push_flows = [[(self.push_bytes[q], q) for q in slot] for slot in self.pushes_after]
         self.pull_queue: list[list[tuple[float, int]]] = [[] for _ in range(self.workers)]
+        # with a pull gap: (due, order, worker) of each connection's next pull, and
+        # the time of the PS → workers link's scheduled event (its departure or a pull)
+        self.pull_rel: list[tuple[float, int, int]] = [(math.inf, -1, -1)]  # + sentinel
+        self.pull_wire: list[tuple[float, int, int, float, int]] = []
+        self.down_wake = math.inf
 
     def chunks(self, order: npt.NDArray[np.int64]) -> tuple[list[tuple[float, int]], list[int]]:
         """A step's pull flows issued in ``order``, and what gates on them (_pull_flows)."""
@@ -548,7 +556,8 @@ class FastFifoRun:
             flows = self.fixed_flows
         if self.gap:
             self.pull_queue[w] = flows
-            flows = flows[:1]
+            self.release_pull(w, now)
+            return
         if self.trace is not None:
             for _, p in flows:
                 self.joined[w][p] = now
@@ -556,14 +565,18 @@ class FastFifoRun:
             flows = [(b, p + w * self.stride) for b, p in flows]
         self.nic_add(_DOWN, now, flows, 0 if self.fifo else w)
 
-    def join_next_pull(self, w: int, now: float) -> None:
-        """Worker ``w``'s next pull joins its connection at ``now``: one pull gap
-        after the previous one arrived (the control message by which TensorFlow
-        enforces a pull order, see :func:`~sgdsim.simulation.async_ps.simulate_async`)."""
-        flow = self.pull_queue[w][self.arrived[w]]
-        if self.trace is not None:
-            self.joined[w][flow[1]] = now
-        self.nic_add(_DOWN, now, [flow], w)
+    def release_pull(self, w: int, due: float) -> None:
+        """Worker ``w``'s next pull joins its connection at ``due`` (with a pull gap):
+        the step's first when its pulls are issued, each other one gap after the
+        previous one arrived (the control message by which TensorFlow enforces a
+        pull order, see :func:`~sgdsim.simulation.async_ps.simulate_async`). The
+        PS → workers link takes it in its own loop (``_pull_link``)."""
+        heapq.heappush(self.pull_rel, (due, self.rseq, w))
+        self.rseq += 1
+        if due < self.down_wake:
+            self.down_wake = due
+            self.link_version[_DOWN] += 1
+            self.push_event(due, _DEPART, _DOWN, self.link_version[_DOWN])
 
     def join_pull_groups(self, w: int, now: float) -> None:
         """Worker ``w``'s pulls of the step join its idle connection at ``now`` as
@@ -893,6 +906,8 @@ class FastFifoRun:
             self._cores_depart(a, now)
         elif self.early and a == _UP:
             self.sim.now = self._push_link(now)
+        elif self.gap and a == _DOWN:
+            self.sim.now = self._pull_link(now)
         else:
             self.sim.now = self._link_departures(a, now)
         return False
@@ -901,10 +916,7 @@ class FastFifoRun:
         w, code = arg
         li, slot = divmod(code, 1 << 30)
         if li == _DOWN:
-            if slot:
-                self.join_next_pull(w, now)
-            else:
-                self.join_pulls(w, now)
+            self.join_pulls(w, now)
         else:
             self.join_pushes(w, slot, now)
 
@@ -1002,6 +1014,80 @@ class FastFifoRun:
         self.nic_busy[_UP] = nb
         self.nic_bytes[_UP] = nbytes
         return now
+
+    def _pull_link(self, now: float) -> float:
+        """The PS → workers link with a pull gap: its departures and the pulls that
+        join after their gap (``pull_rel``), in time order (a departure first at
+        equal times), as long as they precede every other event; returns the time
+        of the last one taken. A connection carries one pull at a time, so the
+        pulls on the wire are one heap, ``(tag, order, worker, bytes, pull)``;
+        ``pull_rel`` ends in a sentinel due at ``inf``. Only arrivals schedule
+        events, so the time of the next other event is read again after each."""
+        h = self.pull_wire
+        rel = self.pull_rel
+        cap = self.cap
+        k = self.k_busy[_DOWN]
+        g = self.vg[_DOWN]
+        t_last = self.vt[_DOWN]
+        nb = self.nic_busy[_DOWN]
+        nbytes = self.nic_bytes[_DOWN]
+        arrive = self._pull_arrived if self.trace is None else self._traced_pull_arrived
+        horizon = self.sim.peek()
+        taken = 0
+        self.down_wake = -math.inf  # pulls released meanwhile are taken by this loop
+        while True:
+            t_next = math.inf
+            if h:
+                gap = h[0][0] - g
+                t_next = t_last + gap * k / cap if gap > 0.0 else t_last
+            depart = t_next <= rel[0][0]
+            if not depart:
+                t_next = rel[0][0]
+            elif t_next == math.inf:  # nothing on the link, nothing to release
+                self.down_wake = math.inf
+                self.link_version[_DOWN] += 1
+                break
+            if t_next > now:
+                if t_next >= horizon:
+                    self.down_wake = t_next
+                    self.link_version[_DOWN] += 1
+                    self.push_event(t_next, _DEPART, _DOWN, self.link_version[_DOWN])
+                    break
+                now = t_next  # it precedes every pending event: take it now
+                taken += 1
+            if k:
+                dt = now - t_last
+                g += dt * cap / k
+                nb += dt
+            t_last = now
+            if depart:
+                _, _, w, size, p = heapq.heappop(h)
+                k -= 1
+                nbytes += size
+                arrive(w, p, now, 0)
+                horizon = self.sim.peek()
+            else:
+                self._wire_pull(heapq.heappop(rel)[2], g, now)
+                k += 1
+        self.sim.events += taken
+        self.k_busy[_DOWN] = k
+        self.vg[_DOWN] = g
+        self.vt[_DOWN] = t_last
+        self.nic_busy[_DOWN] = nb
+        self.nic_bytes[_DOWN] = nbytes
+        return now
+
+    def _wire_pull(self, w: int, g: float, now: float) -> None:
+        """Worker ``w``'s next pull goes on the wire at ``now``, virtual time ``g``."""
+        size, p = self.pull_queue[w][self.arrived[w]]
+        heapq.heappush(self.pull_wire, (g + size, self.hseq, w, size, p))
+        self.hseq += 1
+        if self.trace is not None:
+            self.joined[w][p] = now
+
+    def _traced_pull_arrived(self, w: int, p: int, now: float, hint: int) -> None:
+        """As :meth:`_pull_arrived`, with the pull's trace record."""
+        self._deliver(_DOWN, w, p, now, hint)
 
     def _push_run_left(self, c: int, tag: float, now: float) -> int:
         """Connection ``c``'s head flow of pushes left at ``now`` (its tag ``tag``): the
@@ -1145,7 +1231,7 @@ class FastFifoRun:
         elif got == self.n_flows[w]:
             self.check_end(w, now)
         if self.gap and got < self.n_flows[w]:
-            self.push_event(now + self.gap, _JOIN, w, (_DOWN << 30) + 1)
+            self.release_pull(w, now + self.gap)
 
     def _segments_end(self, w: int, now: float) -> float:
         """Worker ``w``'s segment ends at ``now``; the next ones that can start and end
