@@ -214,7 +214,8 @@ def simulate_async(
     connection to each shard, and the NICs are shared max-min fairly (see
     :class:`~sgdsim.simulation.topology.StarTopology`); ``ps_down_util`` and
     ``ps_up_util`` are then means over the shards' NICs. Whole-tensor FIFO
-    policies on one PS run a faster loop with the same model.
+    policies on one PS run a faster loop with the same model (with a pull gap,
+    only as a pure delay on a ``fair`` PS NIC).
 
     Returns:
         The grid point's metrics; throughput is measured over the window in

@@ -1,7 +1,8 @@
 """The loop specialised for whole-tensor first-in first-out policies on one PS.
 
-``tf_default``, ``tictac`` and ``fifo_random`` with one PS shard, no pull
-gap, no join delay and no round-robin quantum run here: the same model as
+``tf_default``, ``tictac`` and ``fifo_random`` with one PS shard, no join
+delay and no round-robin quantum run here (with a pull gap only as a pure
+delay on a fair PS NIC, see :meth:`FastFifoRun.release_pull`): the same model as
 :class:`~sgdsim.simulation.engine.AsyncPSModel`, worked in bulk (see
 :class:`FastFifoRun`), with figures equal to one event per tensor and segment
 within rounding (``tests/test_simulator.py``, ``tests/test_policies.py``). It
@@ -121,6 +122,15 @@ class FastFifoRun:
     pushes stay one flow each (one JOIN event per batch of pushes issued
     together), and each push reaches the PS CPU on its own, in the order of
     arrival.
+
+    With a pull gap (``pull_gap_s`` > 0: the one-at-a-time policies' control
+    message per pull, a pure delay, fair PS NIC) every pull is its own flow
+    and joins its connection one gap after the previous one arrived
+    (:meth:`release_pull`), as in
+    :class:`~sgdsim.simulation.connection.Connection`; the PS → workers link
+    then takes its departures and the pulls due after their gap in time
+    order in one loop (:meth:`_pull_link`), off the event heap, while the
+    pushes work in bulk as above.
     """
 
     __slots__ = (
