@@ -1241,7 +1241,10 @@ class FastFifoRun:
         elif got == self.n_flows[w]:
             self.check_end(w, now)
         if self.gap and got < self.n_flows[w]:
-            self.release_pull(w, now + self.gap)
+            # only _pull_link delivers pulls with a gap, and it takes those released
+            # meanwhile itself (release_pull without the wake-up event)
+            heapq.heappush(self.pull_rel, (now + self.gap, self.rseq, w))
+            self.rseq += 1
 
     def _segments_end(self, w: int, now: float) -> float:
         """Worker ``w``'s segment ends at ``now``; the next ones that can start and end
