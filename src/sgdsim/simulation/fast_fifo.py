@@ -1042,6 +1042,8 @@ class FastFifoRun:
         nb = self.nic_busy[_DOWN]
         nbytes = self.nic_bytes[_DOWN]
         arrive = self._pull_arrived if self.trace is None else self._traced_pull_arrived
+        joined = None if self.trace is None else self.joined
+        queue, arrived = self.pull_queue, self.arrived
         horizon = self.sim.peek()
         taken = 0
         self.down_wake = -math.inf  # pulls released meanwhile are taken by this loop
@@ -1076,9 +1078,14 @@ class FastFifoRun:
                 nbytes += size
                 arrive(w, p, now, 0)
                 horizon = self.sim.peek()
-            else:
-                self._wire_pull(heapq.heappop(rel)[2], g, now)
+            else:  # worker w's next pull goes on the wire
+                w = heapq.heappop(rel)[2]
+                size, p = queue[w][arrived[w]]
+                heapq.heappush(h, (g + size, self.hseq, w, size, p))
+                self.hseq += 1
                 k += 1
+                if joined is not None:
+                    joined[w][p] = now
         self.sim.events += taken
         self.k_busy[_DOWN] = k
         self.vg[_DOWN] = g
@@ -1086,14 +1093,6 @@ class FastFifoRun:
         self.nic_busy[_DOWN] = nb
         self.nic_bytes[_DOWN] = nbytes
         return now
-
-    def _wire_pull(self, w: int, g: float, now: float) -> None:
-        """Worker ``w``'s next pull goes on the wire at ``now``, virtual time ``g``."""
-        size, p = self.pull_queue[w][self.arrived[w]]
-        heapq.heappush(self.pull_wire, (g + size, self.hseq, w, size, p))
-        self.hseq += 1
-        if self.trace is not None:
-            self.joined[w][p] = now
 
     def _traced_pull_arrived(self, w: int, p: int, now: float, hint: int) -> None:
         """As :meth:`_pull_arrived`, with the pull's trace record."""
