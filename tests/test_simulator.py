@@ -541,9 +541,14 @@ def test_pull_gap_in_the_fast_loop_gives_the_object_models_figures(policy, monke
         with monkeypatch.context() as m:
             m.setattr(async_ps, "_GAP_FAST", False)
             ref = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_g, **kw)
+        # with a trace the fast loop works one event per tensor (and records the pulls)
+        trace: list = []
+        traced = simulate_async(w, Network(bw, 1e-4), n, steps, 1, trace=trace, **kw)
         for name in fields:
             assert getattr(fast, name) == pytest.approx(getattr(ref, name), rel=1e-9), name
+            assert getattr(traced, name) == pytest.approx(getattr(ref, name), rel=1e-9), name
         assert np.allclose(log_f, log_g, rtol=1e-9, atol=0)
+        assert sum(1 for r in trace if r[0] == "pull") == n * steps * len(w.pull_bytes)
         fast_events += fast.events
         general_events += ref.events
     assert fast_events < general_events
