@@ -289,7 +289,7 @@ class FastFifoRun:
         self.overhead = self.workload.overhead_s
         self.bulk = _BULK and self.trace is None
         # with a pull gap every pull is its own flow, joining its connection one gap
-        # after the previous one arrived (``pull_queue``, ``pull_next``)
+        # after the previous one arrived (``pull_queue``, ``pull_rel``)
         self.aggregate = self.bulk and not self.gap
         self.random_order = get_policy(self.policy).shuffle_pulls
         self.pull_bytes_a = np.asarray(self.workload.pull_bytes, np.float64)
@@ -555,7 +555,7 @@ class FastFifoRun:
 
     def join_pulls(self, w: int, now: float) -> None:
         """Worker ``w``'s pulls of the step join its connection at ``now`` (with a pull
-        gap, only the first: see :meth:`join_next_pull`)."""
+        gap, only the first: see :meth:`release_pull`)."""
         if self.grouped:
             self.join_pull_groups(w, now)
             return
@@ -576,11 +576,12 @@ class FastFifoRun:
         self.nic_add(_DOWN, now, flows, 0 if self.fifo else w)
 
     def release_pull(self, w: int, due: float) -> None:
-        """Worker ``w``'s next pull joins its connection at ``due`` (with a pull gap):
-        the step's first when its pulls are issued, each other one gap after the
-        previous one arrived (the control message by which TensorFlow enforces a
-        pull order, see :func:`~sgdsim.simulation.async_ps.simulate_async`). The
-        PS → workers link takes it in its own loop (``_pull_link``)."""
+        """Worker ``w``'s first pull of the step joins its connection at ``due`` (with
+        a pull gap); each other one joins one gap after the previous one arrived
+        (the control message by which TensorFlow enforces a pull order, see
+        :func:`~sgdsim.simulation.async_ps.simulate_async`), queued by
+        ``_pull_arrived``. The PS → workers link takes them in its own loop
+        (``_pull_link``), woken at ``due`` unless it is due to run earlier."""
         heapq.heappush(self.pull_rel, (due, self.rseq, w))
         self.rseq += 1
         if due < self.down_wake:
