@@ -12,7 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgdsim.bench import synthetic_resnet50
-from sgdsim.simulation import POLICIES, Network, PSLink, Workload, fast_fifo, simulate_async
+from sgdsim.simulation import (
+    POLICIES,
+    Network,
+    PSLink,
+    Workload,
+    async_ps,
+    fast_fifo,
+    simulate_async,
+)
 from sgdsim.simulation.async_ps import single_step_estimate
 
 
@@ -429,10 +437,13 @@ def test_segment_chains_give_the_figures_of_one_event_per_segment(policy):
     # Without a trace a worker runs the segments that follow without pushes or
     # waiting pulls as one chain (one event); with a trace every segment is an
     # event. Same event order otherwise, so the figures must be bit-identical.
+    # tictac with its pull gap on a FIFO PS NIC (on a fair one it runs the fast loop).
     chained = per_segment = 0
     for seed, n in itertools.product(range(3), (1, 3, 8)):
         w = _random_workload(seed)
         kw = {"policy": policy, "seed": seed, "pull_gap_s": 3e-4 if policy == "tictac" else 0.0}
+        if policy == "tictac":
+            kw["ps_discipline"] = "fifo"
         log_c: list[list[float]] = []
         run = simulate_async(w, Network(2e7, 1e-4), n, 6, 1, step_log=log_c, **kw)
         log_s: list[list[float]] = []
@@ -499,6 +510,48 @@ def test_push_runs_and_lazy_ps_give_the_per_tensor_figures(policy, monkeypatch):
         bulk_events += bulk.events
         per_tensor_events += ref.events
     assert bulk_events < per_tensor_events / 2
+
+
+@pytest.mark.parametrize("policy", ["tictac", "fifo_random"])
+def test_pull_gap_in_the_fast_loop_gives_the_object_models_figures(policy, monkeypatch):
+    # With a pull gap (a pure delay, fair PS NIC) the one-at-a-time policies run
+    # the fast loop: each pull its own flow, the next joining one gap after the
+    # previous arrived, the pushes in bulk. The object model (the general loop)
+    # must give the same figures within rounding, on short runs (see above),
+    # with one and two workers a node, on contended and uncontended links.
+    fields = (
+        "steps_per_s",
+        "mean_step_s",
+        "ps_down_util",
+        "ps_up_util",
+        "blocked_fraction",
+        "sim_time_s",
+        "bytes_pulled",
+        "bytes_pushed",
+    )
+    cases = [(synthetic_resnet50(), 1.25e8, 3)] + [
+        (_random_workload(seed), 2e7, 8) for seed in range(3)
+    ]
+    fast_events = general_events = 0
+    for (w, bw, steps), n, per_node in itertools.product(cases, (1, 3, 8, 16), (1, 2)):
+        kw = {"policy": policy, "seed": 3, "workers_per_node": per_node, "pull_gap_s": 3e-4}
+        log_f: list[list[float]] = []
+        fast = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_f, **kw)
+        log_g: list[list[float]] = []
+        with monkeypatch.context() as m:
+            m.setattr(async_ps, "_GAP_FAST", False)
+            ref = simulate_async(w, Network(bw, 1e-4), n, steps, 1, step_log=log_g, **kw)
+        # with a trace the fast loop works one event per tensor (and records the pulls)
+        trace: list = []
+        traced = simulate_async(w, Network(bw, 1e-4), n, steps, 1, trace=trace, **kw)
+        for name in fields:
+            assert getattr(fast, name) == pytest.approx(getattr(ref, name), rel=1e-9), name
+            assert getattr(traced, name) == pytest.approx(getattr(ref, name), rel=1e-9), name
+        assert np.allclose(log_f, log_g, rtol=1e-9, atol=0)
+        assert sum(1 for r in trace if r[0] == "pull") == n * steps * len(w.pull_bytes)
+        fast_events += fast.events
+        general_events += ref.events
+    assert fast_events < general_events
 
 
 def test_enforced_order_waits_one_round_trip_per_pull():

@@ -1,7 +1,8 @@
 """The loop specialised for whole-tensor first-in first-out policies on one PS.
 
-``tf_default``, ``tictac`` and ``fifo_random`` with one PS shard, no pull
-gap, no join delay and no round-robin quantum run here: the same model as
+``tf_default``, ``tictac`` and ``fifo_random`` with one PS shard, no join
+delay and no round-robin quantum run here (with a pull gap only as a pure
+delay on a fair PS NIC, see :meth:`FastFifoRun.release_pull`): the same model as
 :class:`~sgdsim.simulation.engine.AsyncPSModel`, worked in bulk (see
 :class:`FastFifoRun`), with figures equal to one event per tensor and segment
 within rounding (``tests/test_simulator.py``, ``tests/test_policies.py``). It
@@ -121,6 +122,15 @@ class FastFifoRun:
     pushes stay one flow each (one JOIN event per batch of pushes issued
     together), and each push reaches the PS CPU on its own, in the order of
     arrival.
+
+    With a pull gap (``pull_gap_s`` > 0: the one-at-a-time policies' control
+    message per pull, a pure delay, fair PS NIC) every pull is its own flow
+    and joins its connection one gap after the previous one arrived
+    (:meth:`release_pull`), as in
+    :class:`~sgdsim.simulation.connection.Connection`; the PS → workers link
+    then takes its departures and the pulls due after their gap in time
+    order in one loop (:meth:`_pull_link`), off the event heap, while the
+    pushes work in bulk as above.
     """
 
     __slots__ = (
@@ -141,6 +151,7 @@ class FastFifoRun:
         "down_t",
         "down_tag0",
         "down_trim",
+        "down_wake",
         "eager",
         "early",
         "ending",
@@ -151,8 +162,11 @@ class FastFifoRun:
         "fixed_groups",
         "fixed_req",
         "free_at",
+        "gap",
         "gone",
+        "grouped",
         "heaps",
+        "held",
         "hseq",
         "joined",
         "k_busy",
@@ -180,7 +194,10 @@ class FastFifoRun:
         "ps_free",
         "pull_bytes_a",
         "pull_gate_a",
+        "pull_queue",
+        "pull_rel",
         "pull_start",
+        "pull_wire",
         "push_bytes",
         "push_flows",
         "push_joined",
@@ -236,6 +253,7 @@ class FastFifoRun:
         workers_per_node: int,
         ps_discipline: str,
         compute_slots: float = 1.0,
+        pull_gap_s: float = 0.0,
     ) -> None:
         self.workload = workload
         self.network = network
@@ -248,6 +266,7 @@ class FastFifoRun:
         self.workers_per_node = workers_per_node
         self.ps_discipline = ps_discipline
         self.compute_slots = compute_slots
+        self.gap = pull_gap_s
         self._init_step()
         self._init_link()
         self._init_workers()
@@ -269,7 +288,9 @@ class FastFifoRun:
         self.pull_start = self.workload.pull_start_s
         self.overhead = self.workload.overhead_s
         self.bulk = _BULK and self.trace is None
-        self.aggregate = self.bulk
+        # with a pull gap every pull is its own flow, joining its connection one gap
+        # after the previous one arrived (``pull_queue``, ``pull_rel``)
+        self.aggregate = self.bulk and not self.gap
         self.random_order = get_policy(self.policy).shuffle_pulls
         self.pull_bytes_a = np.asarray(self.workload.pull_bytes, np.float64)
         self.pull_gate_a = np.asarray(self.workload.pull_gate, np.int64)
@@ -298,6 +319,7 @@ class FastFifoRun:
         # one FIFO queue, where others' pushes may join in between)
         self.eager = self.bulk and not self.shared_cpu
         self.early = self.eager and not self.fifo
+        self.grouped = self.early and not self.gap  # pull flows travel in groups
         self.n_conn = 1 if self.fifo else self.workers
         # segment chains in bulk: seg_end[s] = the time the step's compute takes up
         # to the start of segment s (C_s = d_0 + … + d_{s−1})
@@ -386,6 +408,7 @@ class FastFifoRun:
         # yet (settle), one record per flow, in join order: base (position p's tag
         # is base + pos_bytes[p + 1]), first unsettled position, end, worker
         self.records: list[float] = []  # flat: base, lo, hi, worker, join time, base, …
+        self.held = np.empty((0, 5))  # the records settle kept, as rows
         self.gone = [0] * self.workers  # positions of this step that left, per worker
         self.settled_end = np.full(self.workers, -np.inf)  # latest PS update end of settled pushes
         # early: breakpoints of the workers → PS link's virtual clock: from up_t[i]
@@ -394,7 +417,7 @@ class FastFifoRun:
         self.log_from = 0  # breakpoints before this one precede every unsettled push
         # early: (due, order, worker) of each idle connection with pending pushes, and
         # the time of the link's next event in the queue (its departure or a join)
-        self.releases: list[tuple[float, int, int]] = []
+        self.releases: list[tuple[float, int, int]] = [(math.inf, -1, -1)]  # + sentinel
         self.rseq = 0
         self.up_wake = math.inf
         # early: each step's pull flows travel in groups (pull_groups): per worker the
@@ -402,7 +425,7 @@ class FastFifoRun:
         # (absolute index) at which its head group started; breakpoints of the
         # PS → workers link's clock as up_t, up_g, up_k (down_off: entries dropped
         # before the head group of every busy connection)
-        if self.early and self.n_pull:
+        if self.grouped and self.n_pull:
             _, _, self.fixed_cum, self.fixed_groups = self.pull_groups(
                 np.asarray(get_policy(self.policy).pull_order(self.workload))
             )
@@ -416,6 +439,12 @@ class FastFifoRun:
         self.down_trim = max(4096, 16 * self.workers)
 
         self.push_flows = [[(self.push_bytes[q], q) for q in slot] for slot in self.pushes_after]
+        self.pull_queue: list[list[tuple[float, int]]] = [[] for _ in range(self.workers)]
+        # with a pull gap: (due, order, worker) of each connection's next pull, and
+        # the time of the PS → workers link's scheduled event (its departure or a pull)
+        self.pull_rel: list[tuple[float, int, int]] = [(math.inf, -1, -1)]  # + sentinel
+        self.pull_wire: list[tuple[float, int, int, float, int]] = []
+        self.down_wake = math.inf
 
     def chunks(self, order: npt.NDArray[np.int64]) -> tuple[list[tuple[float, int]], list[int]]:
         """A step's pull flows issued in ``order``, and what gates on them (_pull_flows)."""
@@ -525,8 +554,9 @@ class FastFifoRun:
             self.check_end(w, now)
 
     def join_pulls(self, w: int, now: float) -> None:
-        """Worker ``w``'s pulls of the step join its connection at ``now``."""
-        if self.early:
+        """Worker ``w``'s pulls of the step join its connection at ``now`` (with a pull
+        gap, only the first: see :meth:`release_pull`)."""
+        if self.grouped:
             self.join_pull_groups(w, now)
             return
         if self.random_order:
@@ -534,12 +564,30 @@ class FastFifoRun:
             self.n_flows[w] = len(flows)
         else:
             flows = self.fixed_flows
+        if self.gap:
+            self.pull_queue[w] = flows
+            self.release_pull(w, now)
+            return
         if self.trace is not None:
             for _, p in flows:
                 self.joined[w][p] = now
         if self.fifo:
             flows = [(b, p + w * self.stride) for b, p in flows]
         self.nic_add(_DOWN, now, flows, 0 if self.fifo else w)
+
+    def release_pull(self, w: int, due: float) -> None:
+        """Worker ``w``'s first pull of the step joins its connection at ``due`` (with
+        a pull gap); each other one joins one gap after the previous one arrived
+        (the control message by which TensorFlow enforces a pull order, see
+        :func:`~sgdsim.simulation.async_ps.simulate_async`), queued by
+        ``_pull_arrived``. The PS → workers link takes them in its own loop
+        (``_pull_link``), woken at ``due`` unless it is due to run earlier."""
+        heapq.heappush(self.pull_rel, (due, self.rseq, w))
+        self.rseq += 1
+        if due < self.down_wake:
+            self.down_wake = due
+            self.link_version[_DOWN] += 1
+            self.push_event(due, _DEPART, _DOWN, self.link_version[_DOWN])
 
     def join_pull_groups(self, w: int, now: float) -> None:
         """Worker ``w``'s pulls of the step join its idle connection at ``now`` as
@@ -740,9 +788,9 @@ class FastFifoRun:
         cumulative sum and one running maximum for the whole batch. ``g`` is
         the link's virtual time now; every later push has a tag ≥ min(x, g).
         """
-        if not self.records:
+        rec = self._unsettled()
+        if rec is None:
             return
-        rec = np.fromiter(self.records, np.float64, len(self.records)).reshape(-1, 5)
         base = rec[:, 0]
         lo, hi, conn = rec[:, 1:4].T.astype(np.int64)
         # positions with tag ≤ x; all that have left (gone) in any case
@@ -754,43 +802,65 @@ class FastFifoRun:
         )
         lens = cut - lo
         ends = np.cumsum(lens)
-        total = int(ends[-1])
-        if total:
-            # the positions in join order; a stable sort by (tag, head tag) keeps it for ties
-            pos = np.arange(total) + np.repeat(lo - (ends - lens), lens)
-            b = np.repeat(base, lens)
-            tags = b + self.pos_bytes_a[pos + 1]
-            o = np.lexsort((b + self.pos_bytes_a[pos], tags))
-            tags = tags[o]
-            # arrival at the PS: g⁻¹(tag) on the last breakpoint before the tag
-            n_log = len(self.up_g) - self.log_from
-            gl = np.fromiter(self.up_g[self.log_from :], np.float64, n_log)
-            i = np.searchsorted(gl, tags, "left") - 1
-            np.maximum(i, 0, out=i)
-            gap = tags - gl[i]
-            np.maximum(gap, 0.0, out=gap)
-            tl = np.fromiter(self.up_t[self.log_from :], np.float64, n_log)
-            kl = np.fromiter(self.up_k[self.log_from :], np.float64, n_log)
-            arrive = tl[i] + gap * kl[i] / self.cap
-            # no earlier than the run joined: the clock stands still while the link
-            # idles, so a zero-byte push's tag is also that of the last departure
-            np.maximum(arrive, np.repeat(rec[:, 4], lens)[o], out=arrive)
-            u = self.pos_update_a[pos[o]]
-            u_sum = np.cumsum(u)
-            m = arrive - (u_sum - u)
-            if m[0] < self.ps_free:
-                m[0] = self.ps_free
-            done = u_sum + np.maximum.accumulate(m)
-            self.ps_free = float(done[-1])
-            np.maximum.at(self.settled_end, np.repeat(conn, lens)[o], done)
+        if ends[-1]:
+            self._apply_updates(rec, lo, lens, ends)
         rec[:, 1] = cut
-        self.records[:] = rec[cut < hi].ravel().tolist()
+        self.held = rec[cut < hi]
         j = bisect_left(self.up_g, x if x < g else g, self.log_from) - 1
         if j > self.log_from:
             self.log_from = j
         if self.log_from > 4096:
             del self.up_t[: self.log_from], self.up_g[: self.log_from], self.up_k[: self.log_from]
             self.log_from = 0
+
+    def _unsettled(self) -> npt.NDArray[np.float64] | None:
+        """(F, 5) the push flows on the link not settled yet, in join order (the rows
+        ``settle`` kept, then the records since), or None if there are none."""
+        new = self.records
+        if not new:
+            return self.held if len(self.held) else None
+        fresh = np.fromiter(new, np.float64, len(new)).reshape(-1, 5)
+        new.clear()
+        return np.concatenate((self.held, fresh)) if len(self.held) else fresh
+
+    def _apply_updates(
+        self,
+        rec: npt.NDArray[np.float64],
+        lo: npt.NDArray[np.int64],
+        lens: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+    ) -> None:
+        """The PS applies positions ``lo … lo + lens − 1`` of each record of ``rec``
+        (``ends``: cumulative ``lens``), in tag order (see ``settle``)."""
+        total = int(ends[-1])
+        # the positions in join order; a stable sort by (tag, head tag) keeps it for ties
+        pos = np.arange(total) + np.repeat(lo - (ends - lens), lens)
+        r = np.repeat(rec, lens, axis=0)  # each position's record
+        b = r[:, 0]
+        tags = b + self.pos_bytes_a[pos + 1]
+        o = np.lexsort((b + self.pos_bytes_a[pos], tags))
+        tags = tags[o]
+        # arrival at the PS: g⁻¹(tag) on the last breakpoint before the tag
+        n_log = len(self.up_g) - self.log_from
+        gl = np.fromiter(self.up_g[self.log_from :], np.float64, n_log)
+        i = np.searchsorted(gl, tags, "left") - 1
+        np.maximum(i, 0, out=i)
+        gap = tags - gl[i]
+        np.maximum(gap, 0.0, out=gap)
+        tl = np.fromiter(self.up_t[self.log_from :], np.float64, n_log)
+        kl = np.fromiter(self.up_k[self.log_from :], np.float64, n_log)
+        arrive = tl[i] + gap * kl[i] / self.cap
+        # no earlier than the run joined: the clock stands still while the link
+        # idles, so a zero-byte push's tag is also that of the last departure
+        np.maximum(arrive, r[o, 4], out=arrive)
+        u = self.pos_update_a[pos[o]]
+        u_sum = np.cumsum(u)
+        m = arrive - (u_sum - u)
+        if m[0] < self.ps_free:
+            m[0] = self.ps_free
+        done = u_sum + np.maximum.accumulate(m)
+        self.ps_free = float(done[-1])
+        np.maximum.at(self.settled_end, r[o, 3].astype(np.int64), done)
 
     def check_end(self, w: int, now: float) -> None:
         """Schedule worker ``w``'s step end once compute, pulls and updates are done."""
@@ -847,6 +917,8 @@ class FastFifoRun:
             self._cores_depart(a, now)
         elif self.early and a == _UP:
             self.sim.now = self._push_link(now)
+        elif self.gap and a == _DOWN:
+            self.sim.now = self._pull_link(now)
         else:
             self.sim.now = self._link_departures(a, now)
         return False
@@ -882,31 +954,46 @@ class FastFifoRun:
         equal times), as long as they precede every other event; returns the
         time of the last one taken. An emptying connection takes the pushes due
         by then as one flow; when a step's last push has left, the PS applies all
-        that left by then (``settle``)."""
+        that left by then (``settle``).
+
+        ``releases`` ends in a sentinel due at ``inf``, so its head's time is
+        always defined; only ``_last_push_left`` schedules events, so the time
+        of the next other event (``horizon``) is read again only after it."""
         h = self.heaps[_UP]
         qs = self.queues[_UP]
+        releases = self.releases
+        cap = self.cap
         k = self.k_busy[_UP]
         g = self.vg[_UP]
         t_last = self.vt[_UP]
         nb = self.nic_busy[_UP]
         nbytes = self.nic_bytes[_UP]
+        log_t, log_g, log_k = self.up_t.append, self.up_g.append, self.up_k.append
+        horizon = self.sim.peek()
+        taken = 0
         self.up_wake = math.inf
         while True:
-            t_next, depart = self._next_push_link_event(h, g, t_last, k)
-            if t_next is None:
+            t_next = math.inf
+            if h:
+                gap = h[0][0] - g
+                t_next = t_last + gap * k / cap if gap > 0.0 else t_last
+            depart = t_next <= releases[0][0]
+            if not depart:
+                t_next = releases[0][0]
+            elif t_next == math.inf:  # nothing on the link, nothing pending
                 self.link_version[_UP] += 1
                 break
             if t_next > now:
-                if t_next >= self.sim.peek():
+                if t_next >= horizon:
                     self.up_wake = t_next
                     self.link_version[_UP] += 1
                     self.push_event(t_next, _DEPART, _UP, self.link_version[_UP])
                     break
                 now = t_next  # it precedes every pending event: take it now
-                self.sim.events += 1
+                taken += 1
             if k:
                 dt = now - t_last
-                g += dt * self.cap / k
+                g += dt * cap / k
                 nb += dt
             t_last = now
             left = -1
@@ -925,11 +1012,13 @@ class FastFifoRun:
             else:
                 c = self._release_due(g, now)
                 k += 1
-            self.up_t.append(now)
-            self.up_g.append(g)
-            self.up_k.append(k)
+            log_t(now)
+            log_g(g)
+            log_k(k)
             if not left:
                 self._last_push_left(c, tag, g, now)
+                horizon = self.sim.peek()
+        self.sim.events += taken
         self.k_busy[_UP] = k
         self.vg[_UP] = g
         self.vt[_UP] = t_last
@@ -937,44 +1026,101 @@ class FastFifoRun:
         self.nic_bytes[_UP] = nbytes
         return now
 
-    def _next_push_link_event(
-        self, h: list[tuple[float, int, int]], g: float, t_last: float, k: int
-    ) -> tuple[float | None, bool]:
-        """(time, is a departure) of the workers → PS link's next event, (None, False) if none."""
-        releases = self.releases
-        if h:
-            gap = h[0][0] - g
-            t_next = t_last + (gap if gap > 0.0 else 0.0) * k / self.cap
-            if not releases or t_next <= releases[0][0]:
-                return t_next, True
-            return releases[0][0], False
-        if releases:
-            return releases[0][0], False
-        return None, False
+    def _pull_link(self, now: float) -> float:
+        """The PS → workers link with a pull gap: its departures and the pulls that
+        join after their gap (``pull_rel``), in time order (a departure first at
+        equal times), as long as they precede every other event; returns the time
+        of the last one taken. A connection carries one pull at a time, so the
+        pulls on the wire are one heap, ``(tag, order, worker, bytes, pull)``;
+        ``pull_rel`` ends in a sentinel due at ``inf``. Only arrivals schedule
+        events, so the time of the next other event is read again after each."""
+        h = self.pull_wire
+        rel = self.pull_rel
+        cap = self.cap
+        k = self.k_busy[_DOWN]
+        g = self.vg[_DOWN]
+        t_last = self.vt[_DOWN]
+        nb = self.nic_busy[_DOWN]
+        nbytes = self.nic_bytes[_DOWN]
+        arrive = self._pull_arrived if self.trace is None else self._traced_pull_arrived
+        joined = None if self.trace is None else self.joined
+        queue, arrived = self.pull_queue, self.arrived
+        horizon = self.sim.peek()
+        taken = 0
+        self.down_wake = -math.inf  # pulls released meanwhile are taken by this loop
+        while True:
+            t_next = math.inf
+            if h:
+                gap = h[0][0] - g
+                t_next = t_last + gap * k / cap if gap > 0.0 else t_last
+            depart = t_next <= rel[0][0]
+            if not depart:
+                t_next = rel[0][0]
+            elif t_next == math.inf:  # nothing on the link, nothing to release
+                self.down_wake = math.inf
+                self.link_version[_DOWN] += 1
+                break
+            if t_next > now:
+                if t_next >= horizon:
+                    self.down_wake = t_next
+                    self.link_version[_DOWN] += 1
+                    self.push_event(t_next, _DEPART, _DOWN, self.link_version[_DOWN])
+                    break
+                now = t_next  # it precedes every pending event: take it now
+                taken += 1
+            if k:
+                dt = now - t_last
+                g += dt * cap / k
+                nb += dt
+            t_last = now
+            if depart:
+                _, _, w, size, p = heapq.heappop(h)
+                k -= 1
+                nbytes += size
+                arrive(w, p, now, 0)
+                horizon = self.sim.peek()
+            else:  # worker w's next pull goes on the wire
+                w = heapq.heappop(rel)[2]
+                size, p = queue[w][arrived[w]]
+                heapq.heappush(h, (g + size, self.hseq, w, size, p))
+                self.hseq += 1
+                k += 1
+                if joined is not None:
+                    joined[w][p] = now
+        self.sim.events += taken
+        self.k_busy[_DOWN] = k
+        self.vg[_DOWN] = g
+        self.vt[_DOWN] = t_last
+        self.nic_busy[_DOWN] = nb
+        self.nic_bytes[_DOWN] = nbytes
+        return now
+
+    def _traced_pull_arrived(self, w: int, p: int, now: float, hint: int) -> None:
+        """As :meth:`_pull_arrived`, with the pull's trace record."""
+        self._deliver(_DOWN, w, p, now, hint)
 
     def _push_run_left(self, c: int, tag: float, now: float) -> int:
         """Connection ``c``'s head flow of pushes left at ``now`` (its tag ``tag``): the
         pushes due by now join as the next flow; returns 1 if ``c`` falls idle."""
         h = self.heaps[_UP]
         pq = self.pending[c]
-        if pq:
-            lo, hi = self.take_before(c, now)
-            if hi > lo:  # the pushes due by now join as one flow, a record
-                base = tag - self.pos_bytes[lo]
-                tag_run = base + self.pos_bytes[hi]
-                self.records.extend((base, lo, hi, c, now))
-                self.queues[_UP][c].append(
-                    (tag_run, self.pos_bytes[hi] - self.pos_bytes[lo], hi - lo)
-                )
-                heapq.heapreplace(h, (tag_run, self.hseq, c))
-                self.hseq += 1
-                return 0
+        if not pq:
             heapq.heappop(h)
-            base, lo, _ = pq[0]
-            heapq.heappush(self.releases, (base + self.pos_issue[lo], self.rseq, c))
-            self.rseq += 1
             return 1
+        base, lo, _ = pq[0]
+        due = base + self.pos_issue[lo]
+        if due < now:  # the pushes due by now join as one flow, a record
+            lo, hi = self.take_before(c, now)
+            base = tag - self.pos_bytes[lo]
+            tag_run = base + self.pos_bytes[hi]
+            self.records.extend((base, lo, hi, c, now))
+            self.queues[_UP][c].append((tag_run, self.pos_bytes[hi] - self.pos_bytes[lo], hi - lo))
+            heapq.heapreplace(h, (tag_run, self.hseq, c))
+            self.hseq += 1
+            return 0
         heapq.heappop(h)
+        heapq.heappush(self.releases, (due, self.rseq, c))
+        self.rseq += 1
         return 1
 
     def _release_due(self, g: float, now: float) -> int:
@@ -1027,7 +1173,7 @@ class FastFifoRun:
                 heapq.heappop(h)
                 k -= 1
             hint = 0
-            if self.early:  # the PS → workers link: log the clock; c's next group starts now
+            if self.grouped:  # the PS → workers link: log the clock; c's next group starts now
                 hint = self.down_hint[c]
                 self.down_t.append(now)
                 self.down_g.append(g)
@@ -1069,16 +1215,7 @@ class FastFifoRun:
             self.trace.append((PULL if a == _DOWN else PUSH, w, idx, begin, now))
             self.conn_free[a][c] = now
         if a == _DOWN:
-            if self.early and payload > self.arrived[w]:
-                self.quiet_arrivals(w, payload, now, hint)
-            got = self.arrived[w] + 1
-            self.arrived[w] = got
-            s = self.seg[w]
-            if s < self.n_seg:
-                if not self.running[w] and got >= self.req[w][s]:
-                    self.try_start(w, now)
-            elif got == self.n_flows[w]:
-                self.check_end(w, now)
+            self._pull_arrived(w, payload, now, hint)
             return
         start = now if now > self.ps_free else self.ps_free
         self.ps_free = start + self.push_update[idx]
@@ -1089,6 +1226,25 @@ class FastFifoRun:
         self.pushes_left[w] -= 1
         if not self.pushes_left[w]:
             self.check_end(w, now)
+
+    def _pull_arrived(self, w: int, payload: int, now: float, hint: int) -> None:
+        """Pull flow (group) ``payload`` of worker ``w`` arrived at ``now``: run what it
+        lets run; with a pull gap, the next pull joins one gap later."""
+        if self.grouped and payload > self.arrived[w]:
+            self.quiet_arrivals(w, payload, now, hint)
+        got = self.arrived[w] + 1
+        self.arrived[w] = got
+        s = self.seg[w]
+        if s < self.n_seg:
+            if not self.running[w] and got >= self.req[w][s]:
+                self.try_start(w, now)
+        elif got == self.n_flows[w]:
+            self.check_end(w, now)
+        if self.gap and got < self.n_flows[w]:
+            # only _pull_link delivers pulls with a gap, and it takes those released
+            # meanwhile itself (release_pull without the wake-up event)
+            heapq.heappush(self.pull_rel, (now + self.gap, self.rseq, w))
+            self.rseq += 1
 
     def _segments_end(self, w: int, now: float) -> float:
         """Worker ``w``'s segment ends at ``now``; the next ones that can start and end

@@ -110,14 +110,29 @@ class StarTopology:
             self._ports[d].reschedule(self._departs[d])
 
     def _depart(self, d: int, now: float, version: int) -> bool:
+        """Link ``d``'s next departure at ``now``. When the arrival changed no other
+        link and the link's next departure precedes every pending event, it is
+        taken at once, as the event loop would take it next (same order, no heap)."""
         port = self._ports[d]
         if version != port.version:
             return True  # stale: the link changed since
-        (conn, unit), _, _ = port.link.pop_next(now)
-        self._deferred = 1 << d
-        conn.on_arrival(now, unit)
-        deferred = self._deferred
-        self._deferred = 0
+        link, sim, bit = port.link, port.sim, 1 << d
+        while True:
+            (conn, unit), _, _ = link.pop_next(now)
+            self._deferred = bit
+            conn.on_arrival(now, unit)
+            deferred = self._deferred
+            self._deferred = 0
+            if deferred != bit:
+                break
+            t = link.next_departure()
+            if t is None or t >= sim.peek():
+                port.version += 1  # as port.reschedule, with t known
+                if t is not None:
+                    sim.schedule(t, DEPART, self._departs[d], port.version)
+                return False
+            now = sim.now = t
+            sim.events += 1
         if deferred & 1:  # in link order, DOWN first
             self._ports[DOWN].reschedule(self._depart_down)
         if deferred & 2:
