@@ -322,3 +322,17 @@ def test_validation_view_and_report_say_which_points_are_inside_the_phase_band(t
     out = tmp_path / "accuracy.md"
     accuracy_report(db, out)
     assert "): 1 of the 2 points that have one." in out.read_text()
+
+
+def test_a_synchronous_measurement_keeps_each_launch(tmp_path):
+    m, p = measured_point(1, 10.0, 11.0)
+    m |= {"mode": "allreduce", "policy": "single", "runs": 3, "run_steps_per_s": [9.0, 10.0, 11.0]}
+    p |= {"mode": "allreduce", "policy": "single"}
+    files = [tmp_path / "m.parquet", tmp_path / "p.parquet"]
+    pl.DataFrame([m]).write_parquet(files[0])
+    pl.DataFrame([p]).write_parquet(files[1])
+    db = tmp_path / "sgdsim.duckdb"
+    publish(db, [], [], measurement_files=files[:1], testbed_prediction_files=files[1:])
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute("SELECT runs, run_steps_per_s, steps_per_s FROM measurements").fetchone()
+    assert row == (3, [9.0, 10.0, 11.0], 10.0)

@@ -178,7 +178,9 @@ CREATE TABLE measurements (
     confidence       DOUBLE,            -- steady: confidence level of the interval
     max_s            DOUBLE,            -- steady: bound on the window, s
     steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
-    allreduces_per_step INTEGER         -- allreduce: all-reduce ops in the traced step (1: every gradient in one pack, fusion single)
+    allreduces_per_step INTEGER,        -- allreduce: all-reduce ops in the traced step (1: every gradient in one pack, fusion single)
+    runs             INTEGER,           -- sync_ps, allreduce: launches (fresh processes) averaged into steps_per_s
+    run_steps_per_s  DOUBLE[]           -- sync_ps, allreduce: each launch's steps/s
 );
 
 -- One row per prediction of a measured point, for the testbed's placement: all
