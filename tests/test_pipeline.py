@@ -247,6 +247,21 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
             "validation.buffer_bytes: 1000 does not hold one frame",
         ),
         (
+            {
+                "validation": {
+                    "networks": [
+                        {"name": "a", "bandwidth_bps": 1e8},
+                        {"name": "jumbo", "bandwidth_bps": 1e8, "mtu": 9000, "buffer_bytes": 5000},
+                    ]
+                }
+            },
+            "validation.networks[1] (jumbo).buffer_bytes: 5000 does not hold one frame of MTU 9000",
+        ),
+        (
+            {"validation": {"networks": [{"name": "a", "bandwidth_bps": 1e8, "queue": "red"}]}},
+            "red",
+        ),
+        (
             {"simulation": {"steps_per_worker": 3, "warmup_steps": 3, "chrome_traces": []}},
             "warmup_steps",
         ),

@@ -639,3 +639,34 @@ def test_each_simulated_episode_keeps_its_own_phase():
     assert both.replications == 2
     assert both.steps_per_s == pytest.approx((together + apart) / 2)
     assert both.steps_per_s_std > 0
+
+
+def test_a_validation_network_sets_its_own_queueing_regime(tmp_path):
+    from sgdsim.config import with_defaults
+    from sgdsim.pipeline.validation import (
+        _testbed_network,
+        _validation_buffer,
+        _validation_mtu,
+        _validation_queue,
+    )
+    from sgdsim.testbed.netns import tbf_params
+
+    plain = {"name": "plain", "bandwidth_bps": 1e8}
+    shallow = {**plain, "name": "shallow", "mtu": 1500, "queue": "fifo", "buffer_bytes": 62_500}
+    config = with_defaults(
+        {
+            "models": [{"name": "LeNet5"}],
+            "hardware": [{"name": "cpu"}],
+            "networks": [{"name": "n", "bandwidth_bps": 1e9}],
+            "validation": {"queue": "fair", "mtu": 9000, "networks": [plain, shallow]},
+        }
+    )
+    plain, shallow = config["validation"]["networks"]
+    assert (_validation_mtu(config, plain), _validation_queue(config, plain)) == (9000, "fair")
+    assert _validation_buffer(config, plain) == tbf_params(1e8, 9000, None)[1]
+    assert (_validation_mtu(config, shallow), _validation_queue(config, shallow)) == (1500, "fifo")
+    assert _validation_buffer(config, shallow) == 62_500
+    # the prediction sees each network's own frames
+    for net, mtu in ((plain, 9000), (shallow, 1500)):
+        seen = _testbed_network(config, net, str(tmp_path))
+        assert seen.bandwidth_Bps == pytest.approx(1e8 / 8 * tbf_payload_fraction(mtu))

@@ -138,12 +138,18 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
 
 def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[str]]) -> None:
     val = config.get("validation", {})
-    buf, mtu = val.get("buffer_bytes"), val.get("mtu", 9000)
-    if buf is not None and buf < mtu + 14:
-        raise ConfigError(
-            f"{source}: validation.buffer_bytes: {buf} does not hold one frame of MTU {mtu} "
-            f"(MTU + 14 = {mtu + 14} bytes); raise it or set it to null for the default"
-        )
+    links = [("validation", val)] + [
+        (f"validation.networks[{i}] ({n.get('name')})", n)
+        for i, n in enumerate(val.get("networks", []))
+    ]
+    for where, link in links:
+        buf = link.get("buffer_bytes", val.get("buffer_bytes"))
+        mtu = link.get("mtu", val.get("mtu", 9000))
+        if buf is not None and buf < mtu + 14:
+            raise ConfigError(
+                f"{source}: {where}.buffer_bytes: {buf} does not hold one frame of MTU {mtu} "
+                f"(MTU + 14 = {mtu + 14} bytes); raise it or set it to null for the default"
+            )
     if not val.get("points"):
         return
     hw = val.get("hardware", "cpu")

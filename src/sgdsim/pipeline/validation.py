@@ -73,23 +73,31 @@ def _episode_protocol(config: dict[str, Any], wildcards: dict[str, str]) -> dict
     }
 
 
-def _validation_mtu(config: dict[str, Any]) -> int:
-    """MTU of the testbed's links, bytes (``validation.mtu``)."""
-    return int(config["validation"]["mtu"])
+def _link(config: dict[str, Any], net: dict[str, Any], key: str) -> Any:
+    """A validation network's own ``mtu``, ``queue`` or ``buffer_bytes``, else
+    ``validation``'s (a network may set its own queueing regime)."""
+    return net[key] if key in net else config["validation"][key]
 
 
-def _validation_queue(config: dict[str, Any]) -> str:
-    """How the testbed's NICs queue, ``"fair"`` or ``"fifo"`` (``validation.queue``)."""
-    return str(config["validation"]["queue"])
+def _validation_mtu(config: dict[str, Any], net: dict[str, Any]) -> int:
+    """MTU of the testbed's links for ``net``, bytes (its ``mtu``, or ``validation.mtu``)."""
+    return int(_link(config, net, "mtu"))
 
 
-def _validation_buffer(config: dict[str, Any], bandwidth_bps: float) -> int:
-    """Bytes each emulated NIC's queue holds (``validation.buffer_bytes``, or the
-    testbed's default for the rate and MTU: :func:`sgdsim.testbed.netns.tbf_params`)."""
+def _validation_queue(config: dict[str, Any], net: dict[str, Any]) -> str:
+    """How the testbed's NICs queue on ``net``, ``"fair"`` or ``"fifo"`` (its
+    ``queue``, or ``validation.queue``)."""
+    return str(_link(config, net, "queue"))
+
+
+def _validation_buffer(config: dict[str, Any], net: dict[str, Any]) -> int:
+    """Bytes each emulated NIC's queue holds on ``net`` (its ``buffer_bytes``, or
+    ``validation.buffer_bytes``, or the testbed's default for the rate and MTU:
+    :func:`sgdsim.testbed.netns.tbf_params`)."""
     from sgdsim.testbed.netns import tbf_params
 
-    buf = config["validation"]["buffer_bytes"]
-    return tbf_params(bandwidth_bps, _validation_mtu(config), buf)[1]
+    mtu = _validation_mtu(config, net)
+    return tbf_params(float(net["bandwidth_bps"]), mtu, _link(config, net, "buffer_bytes"))[1]
 
 
 def steady_rule(config: dict[str, Any]) -> Any:
@@ -119,7 +127,7 @@ def _testbed_network(config: dict[str, Any], net: dict[str, Any], tables_dir: st
     from sgdsim.simulation import Network
 
     network = Network.from_bits(
-        net["bandwidth_bps"] * tbf_payload_fraction(_validation_mtu(config)),
+        net["bandwidth_bps"] * tbf_payload_fraction(_validation_mtu(config, net)),
         float(net["latency_s"]),
         net["name"],
     )
@@ -200,9 +208,9 @@ def measure_stage(
         "workers": workers,
         "batch_size": spec.batch_size,
         **_episode_protocol(config, wildcards),
-        "mtu": _validation_mtu(config),
-        "queue": _validation_queue(config),
-        "buffer_bytes": _validation_buffer(config, float(net["bandwidth_bps"])),
+        "mtu": _validation_mtu(config, net),
+        "queue": _validation_queue(config, net),
+        "buffer_bytes": _validation_buffer(config, net),
         "protocol": val["protocol"],
     }
     why = check_available(need_netem=latency > 0)
@@ -243,7 +251,7 @@ def measure_stage(
         mtu=row["mtu"],
         queue=row["queue"],
         start_offsets_s=offsets,
-        buffer_bytes=val["buffer_bytes"],
+        buffer_bytes=_link(config, net, "buffer_bytes"),
     )
     row |= _run_columns(r, spec, why or "", loopback) | _window_columns(r)
     row["start_offsets_s"] = [list(e) for e in r.start_offsets_s]
@@ -435,15 +443,15 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
             r = network_cpu_per_byte(
                 float(net["bandwidth_bps"]),
-                mtu=_validation_mtu(config),
-                queue=_validation_queue(config),
+                mtu=_validation_mtu(config, net),
+                queue=_validation_queue(config, net),
             )
             done.update()
             hw = entry(config, "hardware", config["validation"]["hardware"])
             race = pull_join_delay(
                 float(net["bandwidth_bps"]),
-                mtu=_validation_mtu(config),
-                queue=_validation_queue(config),
+                mtu=_validation_mtu(config, net),
+                queue=_validation_queue(config, net),
                 threads=int(hw["inter_op_threads"]),
             )
             done.update()
@@ -452,8 +460,8 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
                 msg = ring_message_overhead(
                     float(net["bandwidth_bps"]),
                     float(net["latency_s"]),
-                    mtu=_validation_mtu(config),
-                    queue=_validation_queue(config),
+                    mtu=_validation_mtu(config, net),
+                    queue=_validation_queue(config, net),
                 )
                 done.update()
         row |= {
