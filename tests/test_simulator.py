@@ -393,6 +393,19 @@ def _random_workload(seed: int) -> Workload:
     )
 
 
+#: Metrics two loops of the same model must agree on.
+LOOP_FIELDS = (
+    "steps_per_s",
+    "mean_step_s",
+    "ps_down_util",
+    "ps_up_util",
+    "blocked_fraction",
+    "sim_time_s",
+    "bytes_pulled",
+    "bytes_pushed",
+)
+
+
 @pytest.mark.parametrize("policy", ["tf_default", "tictac", "fifo_random"])
 def test_pulls_aggregated_per_gate_give_the_per_tensor_figures(policy, monkeypatch):
     # The fast loop sends each run of pulls that release the same segments as one
@@ -400,16 +413,7 @@ def test_pulls_aggregated_per_gate_give_the_per_tensor_figures(policy, monkeypat
     # short: over tens of steps at large N the model itself amplifies rounding
     # (a 1-ulp change of the bandwidth moves steps_per_s by ~1 % at N = 64 × 50),
     # so longer runs would compare rounding, not the aggregation.
-    fields = (
-        "steps_per_s",
-        "mean_step_s",
-        "ps_down_util",
-        "ps_up_util",
-        "blocked_fraction",
-        "sim_time_s",
-        "bytes_pulled",
-        "bytes_pushed",
-    )
+    fields = LOOP_FIELDS
     cases = [(synthetic_resnet50(), 1.25e8, 4)] + [
         (_random_workload(seed), 2e7, 10) for seed in range(4)
     ]
@@ -519,16 +523,7 @@ def test_pull_gap_in_the_fast_loop_gives_the_object_models_figures(policy, monke
     # previous arrived, the pushes in bulk. The object model (the general loop)
     # must give the same figures within rounding, on short runs (see above),
     # with one and two workers a node, on contended and uncontended links.
-    fields = (
-        "steps_per_s",
-        "mean_step_s",
-        "ps_down_util",
-        "ps_up_util",
-        "blocked_fraction",
-        "sim_time_s",
-        "bytes_pulled",
-        "bytes_pushed",
-    )
+    fields = LOOP_FIELDS
     cases = [(synthetic_resnet50(), 1.25e8, 3)] + [
         (_random_workload(seed), 2e7, 8) for seed in range(3)
     ]
