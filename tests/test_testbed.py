@@ -670,3 +670,21 @@ def test_a_validation_network_sets_its_own_queueing_regime(tmp_path):
     for net, mtu in ((plain, 9000), (shallow, 1500)):
         seen = _testbed_network(config, net, str(tmp_path))
         assert seen.bandwidth_Bps == pytest.approx(1e8 / 8 * tbf_payload_fraction(mtu))
+
+
+def test_calibration_builds_the_nics_its_network_measures_on(testbed_ok, monkeypatch):
+    import sgdsim.testbed.calibrate as calibrate
+    from sgdsim.testbed.netns import Testbed
+
+    limits: list[tuple[str, int | None]] = []
+
+    class Spy(Testbed):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            limits.append((self.queue, self.queue_limit_bytes))
+
+    monkeypatch.setattr(calibrate, "Testbed", Spy)
+    r = calibrate.network_cpu_per_byte(
+        1e8, seconds=0.2, mtu=1500, queue="fifo", buffer_bytes=62_500
+    )
+    assert r.bytes_moved > 0 and limits == [("fifo", 62_500)]

@@ -440,19 +440,20 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         from sgdsim.progress import progress
 
         total = 3 if ring else 2
+        # the NICs the measurements of this network get
+        link = {
+            "mtu": _validation_mtu(config, net),
+            "queue": _validation_queue(config, net),
+            "buffer_bytes": _link(config, net, "buffer_bytes"),
+        }
         with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
-            r = network_cpu_per_byte(
-                float(net["bandwidth_bps"]),
-                mtu=_validation_mtu(config, net),
-                queue=_validation_queue(config, net),
-            )
+            r = network_cpu_per_byte(float(net["bandwidth_bps"]), **link)
             done.update()
             hw = entry(config, "hardware", config["validation"]["hardware"])
             race = pull_join_delay(
                 float(net["bandwidth_bps"]),
-                mtu=_validation_mtu(config, net),
-                queue=_validation_queue(config, net),
                 threads=int(hw["inter_op_threads"]),
+                **link,
             )
             done.update()
             msg = None
@@ -460,8 +461,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
                 msg = ring_message_overhead(
                     float(net["bandwidth_bps"]),
                     float(net["latency_s"]),
-                    mtu=_validation_mtu(config, net),
-                    queue=_validation_queue(config, net),
+                    **link,
                 )
                 done.update()
         row |= {

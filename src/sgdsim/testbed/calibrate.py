@@ -153,11 +153,13 @@ def network_cpu_per_byte(
     seconds: float = 3.0,
     mtu: int = DEFAULT_MTU,
     queue: str = DEFAULT_QUEUE,
+    buffer_bytes: int | None = None,
 ) -> NetworkCpu:
     """Measure the testbed's CPU seconds per byte at ``bandwidth_bps`` against loopback's.
 
     Moves ``seconds`` × rate bytes each way at once between two hosts of a
-    one-worker testbed (links of MTU ``mtu`` bytes, NIC queues ``queue``: see
+    one-worker testbed (links of MTU ``mtu`` bytes, NIC queues ``queue`` of
+    ``buffer_bytes``, None: the testbed's default; see
     :class:`~sgdsim.testbed.netns.Testbed`), then the same bytes over 127.0.0.1.
 
     Raises:
@@ -169,7 +171,7 @@ def network_cpu_per_byte(
         raise ValueError(f"need bandwidth_bps > 0 and seconds > 0, got {bandwidth_bps}, {seconds}")
     size = int(bandwidth_bps / 8 * seconds)
     timeout = 10 * seconds + 30
-    with Testbed(1, bandwidth_bps, mtu=mtu, queue=queue) as tb:
+    with Testbed(1, bandwidth_bps, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes) as tb:
         shaped = _transfer(size, tb, timeout)
     loop = _transfer(size, None, timeout)
     moved = 2 * size
@@ -205,6 +207,7 @@ def pull_join_delay(
     queue: str = DEFAULT_QUEUE,
     threads: int = 2,
     timeout_s: float = 240.0,
+    buffer_bytes: int | None = None,
 ) -> JoinDelay:
     """Measure the PS's join delay on the testbed with a race of two workers' pulls.
 
@@ -217,7 +220,8 @@ def pull_join_delay(
     offset``, the second at ``2 transfer_s``). If the PS starts serving the
     second worker's step ``d`` late because it is busy sending, the first is
     alone ``d`` longer and the lead grows by exactly ``d``. The median growth
-    is the join delay (:class:`JoinDelay`).
+    is the join delay (:class:`JoinDelay`). ``mtu``, ``queue`` and
+    ``buffer_bytes`` are the testbed's (:class:`~sgdsim.testbed.netns.Testbed`).
 
     Raises:
         TestbedUnavailable: the testbed cannot run here.
@@ -239,7 +243,7 @@ def pull_join_delay(
     env = child_env()
     with (
         tempfile.TemporaryDirectory(prefix="sgdsim-race-") as tmp,
-        Testbed(2, bandwidth_bps, mtu=mtu, queue=queue) as tb,
+        Testbed(2, bandwidth_bps, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes) as tb,
     ):
         d = Path(tmp)
         cluster = {
@@ -315,11 +319,13 @@ def ring_message_overhead(
     mtu: int = DEFAULT_MTU,
     queue: str = DEFAULT_QUEUE,
     timeout_s: float = 240.0,
+    buffer_bytes: int | None = None,
 ) -> RingMessage:
     """Measure α's software part for the ring all-reduce on the testbed.
 
     ``workers`` real ``MultiWorkerMirroredStrategy`` workers (RING, one
-    thread per pool, one per namespace of a testbed at ``bandwidth_bps``)
+    thread per pool, one per namespace of a testbed at ``bandwidth_bps``
+    with ``mtu``, ``queue`` and ``buffer_bytes``)
     time ``calls`` calls of one and of ``repeats`` chained all-reduces of a
     4-float tensor (``--probe`` of :mod:`sgdsim.testbed.allreduce_worker`).
     One all-reduce is the difference over ``repeats`` − 1 (task 0's median
@@ -345,7 +351,9 @@ def ring_message_overhead(
     env = child_env()
     with (
         tempfile.TemporaryDirectory(prefix="sgdsim-ring-") as tmp,
-        Testbed(workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue) as tb,
+        Testbed(
+            workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
+        ) as tb,
     ):
         addr = ",".join(f"{tb.address(f'w{k}')}:{RING_PORT}" for k in range(workers))
         outs = [Path(tmp) / f"w{k}.json" for k in range(workers)]
