@@ -382,15 +382,22 @@ def test_profile_allreduce_pools_fresh_runs_of_one_worker_of_the_sync_path(tmp_p
     out = tmp_path / "step.json"
     config = lenet_config()
     config["profile"]["runs"] = 2
+    config["profile"]["min_timed_s"] = 0.5
     profile_allreduce_stage(config, "cpu", "LeNet5", str(out))
     step = json.loads(out.read_text())
-    # two runs of max(2 x profile.timed_steps, MIN_ALLREDUCE_STEPS) steps, their gaps; the mean
+    # each run: max(2 x profile.timed_steps, MIN_ALLREDUCE_STEPS) steps at least, and
+    # more until its timed steps span profile.min_timed_s; the pooled mean of all gaps
+    gaps, runs = step["step_times_s"], step["run_step_s"]
+    assert len(runs) == 2
+    assert step["step_s"] == pytest.approx(statistics.fmean(gaps), rel=1e-9)
+    assert sum(step["run_gaps"]) == len(gaps)
     per_run = max(2 * 3, MIN_ALLREDUCE_STEPS) - 1
-    assert len(step["step_times_s"]) == 2 * per_run and len(step["run_step_s"]) == 2
-    assert step["step_s"] == pytest.approx(statistics.fmean(step["step_times_s"]), rel=1e-9)
-    for k, run_s in enumerate(step["run_step_s"]):
-        gaps = step["step_times_s"][k * per_run : (k + 1) * per_run]
-        assert run_s == pytest.approx(statistics.fmean(gaps), rel=1e-9)
+    at = 0
+    for n, run_s in zip(step["run_gaps"], runs, strict=True):
+        run_gaps, at = gaps[at : at + n], at + n
+        # the last step may start just before min_timed_s is reached
+        assert n >= per_run and sum(run_gaps) + max(run_gaps) >= 0.5
+        assert run_s == pytest.approx(statistics.fmean(run_gaps), rel=1e-9)
     assert min(step["run_step_s"]) <= step["step_s"] <= max(step["run_step_s"])
     assert 0 < step["step_s"] < 5 and step["cpu_s"] > 0
     assert (step["intra_op_threads"], step["batch_size"]) == (1, 8)

@@ -514,9 +514,12 @@ def profile_allreduce_stage(
     (:func:`sgdsim.testbed.calibrate.allreduce_step`) with the profile's
     model, batch, optimizer and threads, ``profile.warmup_steps`` untimed and
     2 × ``profile.timed_steps`` (at least :data:`MIN_ALLREDUCE_STEPS`) timed
-    steps. The pooled step is the mean of every timed step of every run (all
-    runs' time over all their steps). It needs no root. Writes
-    ``{"step_s": …, "cpu_s": …, "step_times_s": [...], "run_step_s": [...], …}``:
+    steps, or more until they span ``profile.min_timed_s`` seconds (a small
+    model's step is a few ms, and its speed drifts over seconds). The pooled
+    step is the mean of every timed step of every run (all runs' time over
+    all their steps). It needs no root. Writes
+    ``{"step_s": …, "cpu_s": …, "step_times_s": [...], "run_step_s": [...],
+    "run_gaps": [...], …}`` (``run_gaps``: how many of the step times each run gave):
     the compute that :func:`predict_testbed_stage` gives an ``allreduce``
     worker (:func:`sync_path_workload`).
 
@@ -535,6 +538,7 @@ def profile_allreduce_stage(
             steps=max(2 * int(prof["timed_steps"]), MIN_ALLREDUCE_STEPS),
             warmup_steps=int(prof["warmup_steps"]),
             timeout_s=float(prof["timeout_s"]),
+            min_timed_s=float(prof["min_timed_s"]),
         )
         for _ in progress(range(int(prof["runs"])), desc=f"profile_allreduce {model}")
     ]
@@ -551,6 +555,7 @@ def profile_allreduce_stage(
         "cpu_s": sum(r.cpu_s * n for r, n in zip(runs, ends, strict=True)) / sum(ends),
         "step_times_s": gaps,
         "run_step_s": [r.step_s for r in runs],
+        "run_gaps": [len(r.step_times_s) for r in runs],
     }
     print(
         f"[profile_allreduce] {model}: one MultiWorkerMirroredStrategy worker alone, "

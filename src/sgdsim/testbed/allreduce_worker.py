@@ -92,9 +92,14 @@ def run_worker(
     out: Path,
     progress: Path | None = None,
     stop: Path | None = None,
+    min_seconds: float = 0.0,
 ) -> None:
     """Train ``warmup_steps + steps`` synchronous steps as worker ``task`` of
     ``workers`` (``host:port`` each) and write the step end times to ``out``.
+
+    ``min_seconds``: keep timing steps past ``steps`` until the timed steps
+    span at least this long (seconds since the warm-up ended); for a worker
+    alone only, as peers of a collective must run the same steps.
 
     ``progress``: file to which every step end (epoch s) is appended as it
     happens. ``stop``: the timed steps end after the worker's S-th step
@@ -152,7 +157,10 @@ def run_worker(
     collectives = collective_ops(train_step.get_concrete_function().graph)
     ends: list[float] = []
     cpu0 = _cpu_s()
-    while len(ends) < steps and not stop_reached(stop, warmup_steps + len(ends)):
+    t0 = time.time()
+    while (len(ends) < steps or time.time() - t0 < min_seconds) and not stop_reached(
+        stop, warmup_steps + len(ends)
+    ):
         ends.append(step())
     cpu = _cpu_s() - cpu0
     if feed is not None:
@@ -238,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", required=True, type=int, help="this worker's index")
     p.add_argument("--steps", required=True, type=int, help="timed steps")
     p.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first")
+    p.add_argument(
+        "--min-seconds", type=float, default=0.0, help="time steps past --steps for this long"
+    )
     p.add_argument("--out", required=True, type=Path, help="JSON file to write")
     p.add_argument("--lifetime", type=float, default=600.0, help="seconds before giving up")
     p.add_argument("--progress", type=Path, default=None, help="file to append step ends to")
@@ -254,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             spec = ProfileSpec(**json.loads(a.spec))
             run_worker(
                 spec, a.workers.split(","), a.task, a.steps, a.warmup_steps, a.out,
-                a.progress, a.stop,
+                a.progress, a.stop, a.min_seconds,
             )  # fmt: skip
     except Exception as e:  # one line for the parent's log, then a clear exit code
         log(f"task {a.task}: {type(e).__name__}: {e}")

@@ -411,12 +411,17 @@ class AllReduceStep:
 
 
 def allreduce_step(
-    spec: Any, steps: int = 10, warmup_steps: int = 3, timeout_s: float = 600.0
+    spec: Any,
+    steps: int = 10,
+    warmup_steps: int = 3,
+    timeout_s: float = 600.0,
+    min_timed_s: float = 0.0,
 ) -> AllReduceStep:
     """Time the synchronous all-reduce path's own step: one worker of
     :mod:`sgdsim.testbed.allreduce_worker` alone on loopback (no peer: its
     all-reduce moves nothing), with ``spec``'s model, batch, optimizer and
-    threads, ``warmup_steps`` untimed steps, then ``steps`` timed ones.
+    threads, ``warmup_steps`` untimed steps, then ``steps`` timed ones, or
+    more until they span ``min_timed_s`` seconds.
     ``step_s`` is the mean time per step over the timed ones (first to last
     step end), as a throughput measurement counts it: a step's time is
     skewed to the right (occasional slow steps), so its median runs about 6 %
@@ -427,8 +432,11 @@ def allreduce_step(
         CalibrationError: the worker failed or took over ``timeout_s``.
         ValueError: ``steps`` < 2 or ``warmup_steps`` < 0.
     """
-    if steps < 2 or warmup_steps < 0:
-        raise ValueError(f"need steps >= 2 and warmup_steps >= 0, got {steps}, {warmup_steps}")
+    if steps < 2 or warmup_steps < 0 or min_timed_s < 0:
+        raise ValueError(
+            "need steps >= 2, warmup_steps >= 0 and min_timed_s >= 0, got "
+            f"{steps}, {warmup_steps}, {min_timed_s}"
+        )
     (port,) = free_ports(1)
     with tempfile.TemporaryDirectory(prefix="sgdsim-arstep-") as tmp:
         out = Path(tmp) / "w0.json"
@@ -436,7 +444,7 @@ def allreduce_step(
             sys.executable, "-m", "sgdsim.testbed.allreduce_worker",
             "--spec", spec.to_json(), "--workers", f"127.0.0.1:{port}", "--task", "0",
             "--steps", str(steps), "--warmup-steps", str(warmup_steps), "--out", str(out),
-            "--lifetime", f"{timeout_s + 30:.0f}",
+            "--min-seconds", repr(float(min_timed_s)), "--lifetime", f"{timeout_s + 30:.0f}",
         ]  # fmt: skip
         procs = {"w0": spawn(argv, child_env())}
         try:
