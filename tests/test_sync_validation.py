@@ -416,4 +416,7 @@ def test_ring_message_cost_includes_the_network_latency(testbed_ok):
     # each of the ring's 2 (P - 1) steps crosses the link once at least
     assert r.message_s >= latency and r.message_s < latency + 0.05
     assert r.overhead_s == pytest.approx(max(0.0, r.message_s - latency))
+    # a 400 kB tensor: each of the two ring steps sends half of it over the 100 Mbit/s link
+    big = ring_message_overhead(1e8, latency, calls=3, repeats=3, floats=100_000)
+    assert big.allreduce_s >= 2 * (latency + 200_000 / (1e8 / 8))
     assert child_processes() == []

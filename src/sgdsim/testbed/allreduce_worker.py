@@ -199,9 +199,12 @@ def collective_ops(graph: Any) -> dict[str, int]:
     return counts
 
 
-def run_probe(workers: list[str], task: int, calls: int, repeats: int, out: Path) -> None:
+def run_probe(
+    workers: list[str], task: int, calls: int, repeats: int, out: Path, floats: int = 4
+) -> None:
     """Time ``calls`` calls of one and of ``repeats`` chained all-reduces of a
-    4-float tensor (one thread per pool) as worker ``task``; write them to ``out``.
+    tensor of ``floats`` float32 (one thread per pool) as worker ``task``; write
+    them to ``out``.
 
     The all-reduces of one call are chained (each reduces the previous one's
     result), so they run one after another; the difference between the two
@@ -211,15 +214,17 @@ def run_probe(workers: list[str], task: int, calls: int, repeats: int, out: Path
     Raises:
         ValueError: ``calls`` < 1 or ``repeats`` < 2.
     """
-    if calls < 1 or repeats < 2:
-        raise ValueError(f"need calls >= 1 and repeats >= 2, got {calls}, {repeats}")
+    if calls < 1 or repeats < 2 or floats < 1:
+        raise ValueError(
+            f"need calls >= 1, repeats >= 2 and floats >= 1, got {calls}, {repeats}, {floats}"
+        )
     tf = _threads(ProfileSpec(model="probe", intra_op_threads=1, inter_op_threads=1))
     strategy = _strategy(workers, task)
 
     def chained(n: int) -> Any:
         def replica() -> Any:
             ctx = tf.distribute.get_replica_context()
-            v = tf.ones([4])
+            v = tf.ones([floats])
             for _ in range(n):
                 v = ctx.all_reduce(tf.distribute.ReduceOp.SUM, v) * 0.5
             return v
@@ -236,7 +241,7 @@ def run_probe(workers: list[str], task: int, calls: int, repeats: int, out: Path
             tf.nest.map_structure(lambda t: t.numpy(), f())
             timings[key].append(time.perf_counter() - t0)
     with atomic_path(out) as tmp:
-        tmp.write_text(json.dumps({"task": task, "repeats": repeats, **timings}))
+        tmp.write_text(json.dumps({"task": task, "repeats": repeats, "floats": floats, **timings}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,13 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--progress", type=Path, default=None, help="file to append step ends to")
     p.add_argument("--stop", type=Path, default=None, help="file with the step count to stop at")
     p.add_argument("--probe", type=int, default=0, help="R: time small all-reduces instead")
+    p.add_argument("--probe-floats", type=int, default=4, help="float32 per probed tensor")
     a = p.parse_args(argv)
     timer = threading.Timer(a.lifetime, lambda: os._exit(3))
     timer.daemon = True
     timer.start()
     try:
         if a.probe:
-            run_probe(a.workers.split(","), a.task, a.steps, a.probe, a.out)
+            run_probe(a.workers.split(","), a.task, a.steps, a.probe, a.out, a.probe_floats)
         else:
             spec = ProfileSpec(**json.loads(a.spec))
             run_worker(

@@ -320,6 +320,7 @@ def ring_message_overhead(
     queue: str = DEFAULT_QUEUE,
     timeout_s: float = 240.0,
     buffer_bytes: int | None = None,
+    floats: int = 4,
 ) -> RingMessage:
     """Measure α's software part for the ring all-reduce on the testbed.
 
@@ -327,7 +328,8 @@ def ring_message_overhead(
     thread per pool, one per namespace of a testbed at ``bandwidth_bps``
     with ``mtu``, ``queue`` and ``buffer_bytes``)
     time ``calls`` calls of one and of ``repeats`` chained all-reduces of a
-    4-float tensor (``--probe`` of :mod:`sgdsim.testbed.allreduce_worker`).
+    4-float tensor (``--probe`` of :mod:`sgdsim.testbed.allreduce_worker`;
+    ``floats`` sets another size, to see what a message's bytes add).
     One all-reduce is the difference over ``repeats`` − 1 (task 0's median
     over the calls); its 2 (P − 1) sequential ring steps each cost the
     network's latency plus the software's per-message cost, which is the
@@ -363,7 +365,7 @@ def ring_message_overhead(
                 sys.executable, "-m", "sgdsim.testbed.allreduce_worker",
                 "--spec", "{}", "--workers", addr, "--task", str(k),
                 "--steps", str(calls), "--probe", str(repeats), "--out", str(outs[k]),
-                "--lifetime", f"{timeout_s + 30:.0f}",
+                "--probe-floats", str(floats), "--lifetime", f"{timeout_s + 30:.0f}",
             ]  # fmt: skip
             procs[f"w{k}"] = tb.popen(f"w{k}", argv, env=env)
         try:
