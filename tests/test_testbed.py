@@ -439,6 +439,11 @@ def test_pull_race_measures_the_ps_join_delay_with_real_tensorflow(testbed_ok):
     # (processor sharing alone: by nothing); never by the whole transfer
     assert 0.0 <= r.delay_s < 0.025
     assert r.delay_s == max(0.0, statistics.median(r.growth_s))
+    # one 100 ms tensor each: the PS does not hold the second pull until the first
+    # one's tensor is through (that would be 60 ms late); it shares the NIC
+    one = pull_join_delay(100e6, reps=3, transfer_s=0.1, tensors=1)
+    assert one.bytes_each == pytest.approx(4 * r.bytes_each, abs=16)
+    assert one.delay_s < 0.5 * 0.6 * 0.1
     assert ours() == before
     assert child_processes() == []
 

@@ -208,11 +208,12 @@ def pull_join_delay(
     threads: int = 2,
     timeout_s: float = 240.0,
     buffer_bytes: int | None = None,
+    tensors: int = 4,
 ) -> JoinDelay:
     """Measure the PS's join delay on the testbed with a race of two workers' pulls.
 
-    A real TensorFlow PS holds four float32 variables of ``transfer_s`` worth
-    of bytes at the rate in all; two real workers in a two-worker testbed pull
+    A real TensorFlow PS holds ``tensors`` float32 variables of ``transfer_s``
+    worth of bytes at the rate in all; two real workers in a two-worker testbed pull
     all of them, ``reps`` times, the second worker starting each race 40 % of
     ``transfer_s`` after the first. With the PS NIC shared fairly (processor
     sharing), the first worker ends ``offset`` ahead, as it started (it is
@@ -226,16 +227,15 @@ def pull_join_delay(
     Raises:
         TestbedUnavailable: the testbed cannot run here.
         CalibrationError: a process failed or the race took over ``timeout_s``.
-        ValueError: ``bandwidth_bps``, ``transfer_s`` or ``reps`` not > 0.
+        ValueError: ``bandwidth_bps``, ``transfer_s``, ``reps`` or ``tensors`` not > 0.
     """
-    if not bandwidth_bps > 0 or not transfer_s > 0 or reps < 1:
+    if not bandwidth_bps > 0 or not transfer_s > 0 or reps < 1 or tensors < 1:
         raise ValueError(
-            f"need bandwidth_bps > 0, transfer_s > 0 and reps >= 1, "
-            f"got {bandwidth_bps}, {transfer_s}, {reps}"
+            f"need bandwidth_bps > 0, transfer_s > 0, reps >= 1 and tensors >= 1, "
+            f"got {bandwidth_bps}, {transfer_s}, {reps}, {tensors}"
         )
     from sgdsim.simulation.bounds import tbf_payload_fraction
 
-    tensors = 4
     rate_Bps = bandwidth_bps / 8 * tbf_payload_fraction(mtu)
     floats = max(1, int(transfer_s * rate_Bps / 4 / tensors))
     offset = 0.4 * transfer_s
