@@ -229,6 +229,27 @@ def test_dry_run_of_default_config_plans_the_whole_grid(tmp_path: Path):
     assert f"simulate {jobs}" in " ".join(out.split())
 
 
+def test_steady_validation_config_plans_every_point(tmp_path: Path):
+    """config/steady.yaml is accepted and plans one steady measurement per point."""
+    wd = copy_workflow(tmp_path)
+    r = snakemake(
+        wd, "--cores", "2", "-n", "--quiet", "rules", "--configfile", "config/steady.yaml"
+    )
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load((ROOT / "config" / "steady.yaml").read_text())
+    assert cfg["validation"]["protocol"] == "steady"
+    points = sum(len(p["workers"]) * len(p["networks"]) for p in cfg["validation"]["points"])
+    out = " ".join((r.stdout + r.stderr).split())
+    assert f"measure {points}" in out and f"predict_testbed {points}" in out
+    # fair and FIFO queues, both MTUs, at least four models (the issue's validation set)
+    nets = cfg["validation"]["networks"]
+    assert {n["queue"] for n in nets} == {"fair", "fifo"} and {n["mtu"] for n in nets} == {
+        1500,
+        9000,
+    }
+    assert len({p["model"] for p in cfg["validation"]["points"]}) >= 4
+
+
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
