@@ -31,7 +31,7 @@ from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.connection import Connection, ParameterServer
 from sgdsim.simulation.core import STEP_START, Simulation
 from sgdsim.simulation.topology import DOWN, UP, NodeCores, StarTopology
-from sgdsim.simulation.worker import Worker
+from sgdsim.simulation.worker import STEP_SHIFT, Worker
 from sgdsim.simulation.workload import Network, Workload
 
 
@@ -127,9 +127,15 @@ class StepPlan:
         spec: pol.PolicySpec,
         pull_order: list[int],
     ) -> StepPlan:
-        """Cut the workload's tensors into the policy's units (:func:`.policies.split_bytes`)."""
+        """Cut the workload's tensors into the policy's units (:func:`.policies.split_bytes`).
+
+        Raises:
+            ValueError: 2**23 segments or more (the queues' keys hold a priority in 23 bits).
+        """
         seg_dur = workload.seg_dur_s.tolist()
         n_seg = len(seg_dur)
+        if n_seg >= 1 << (STEP_SHIFT - 1):  # the queues' int keys hold a priority in 23 bits
+            raise ValueError(f"{n_seg} segments: at most {(1 << (STEP_SHIFT - 1)) - 1}")
         pull_gate = workload.pull_gate.tolist()
         push_bytes = workload.push_bytes.tolist()
         push_seg = workload.push_seg.tolist()

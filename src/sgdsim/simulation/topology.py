@@ -118,7 +118,7 @@ class StarTopology:
             return True  # stale: the link changed since
         link, sim, bit = port.link, port.sim, 1 << d
         while True:
-            (conn, unit), _, _ = link.pop_next(now)
+            conn, unit = link.pop_head(now)
             self._deferred = bit
             conn.on_arrival(now, unit)
             deferred = self._deferred

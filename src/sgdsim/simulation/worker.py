@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 Items = tuple[tuple[int, int], ...]
 
+#: A unit's queue key under the fair discipline: ``(step << STEP_SHIFT) + priority``.
+STEP_SHIFT = 24
+
 
 class _Pending:
     """Pulls not yet arrived for one step: per segment (``gate``), per tensor
@@ -236,7 +239,8 @@ class Worker:
         else:
             conn = m.conns[UP][plan.push_shard[t]][w]
             sizes, prio, items = plan.push_pieces[t], plan.push_prio[t], plan.push_items[t]
-        key = (prio,) if m.fifo else (step, prio)
+        # (step, prio) in lexicographic order as one int (|prio| ≤ segments < 2**23)
+        key = prio if m.fifo else (step << STEP_SHIFT) + prio
         put = conn.queue.put
         for i in pieces:
             put(key, (sizes[i], w, step, items[i]))
