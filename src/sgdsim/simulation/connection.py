@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sgdsim.simulation.chrome_trace import PULL, PUSH
 from sgdsim.simulation.core import JOIN
 from sgdsim.simulation.policies import Queue, Unit
-from sgdsim.simulation.topology import DOWN
+from sgdsim.simulation.topology import DOWN, UP
 
 if TYPE_CHECKING:
     from sgdsim.simulation.engine import AsyncPSModel
@@ -136,7 +136,13 @@ class Connection:
                 return
         else:
             worker.pushes_arrived(now, step, items, self.ps)
-        self.kick(now)
+        if self.busy or not len(queue):
+            return
+        if d == UP or not m.join_delay_s:  # kick(now) without the join delay's check
+            self.busy = True
+            self.wire(now, queue.take(m.block_budget))  # type: ignore[arg-type]
+        else:
+            self.kick(now)
 
     def gap_over(self, now: float, _: Any = None) -> None:
         """The control message of the pull gap is through: send the next pull."""

@@ -138,7 +138,7 @@ class FifoQueue:
     """Units leave in the order they were put (TensorFlow's per-connection order).
 
     Every queue: ``put(key, unit)`` with an int ``key`` (smaller = more urgent,
-    ties in put order), ``take(budget)`` the next unit or None (``budget(w)``:
+    ties in put order) and ``put_many(key, units)``, ``take(budget)`` the next unit or None (``budget(w)``:
     Prophet's byte budget of worker ``w``), ``done(unit)`` once it has arrived.
     """
 
@@ -149,6 +149,9 @@ class FifoQueue:
 
     def put(self, key: int, unit: Unit) -> None:
         self._q.append(unit)
+
+    def put_many(self, key: int, units: list[Unit]) -> None:
+        self._q.extend(units)
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
         return self._q.popleft() if self._q else None
@@ -184,6 +187,15 @@ class PriorityQueue:
             heapq.heappush(self._keys, key)
         q.append(unit)
         self._n += 1
+
+    def put_many(self, key: int, units: list[Unit]) -> None:
+        """``put(key, u)`` for each of ``units`` in turn."""
+        q = self._fifo.get(key)
+        if q is None:
+            q = self._fifo[key] = deque()
+            heapq.heappush(self._keys, key)
+        q.extend(units)
+        self._n += len(units)
 
     def _peek(self) -> Unit:
         """The next unit (the queue must not be empty)."""
@@ -232,6 +244,13 @@ class CreditQueue(PriorityQueue):
 
     def put(self, key: int, unit: Unit) -> None:
         super().put(key, unit)
+        self._release()
+
+    def put_many(self, key: int, units: list[Unit]) -> None:
+        # releasing once after the puts releases what releasing after each would: a
+        # release walks the queue in order while units fit, and units put together
+        # under one key are adjacent in that order
+        super().put_many(key, units)
         self._release()
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:

@@ -71,7 +71,7 @@ class StarTopology:
         quantum_bytes: with one shard, the round-robin quantum (0: processor sharing).
     """
 
-    __slots__ = ("_deferred", "_departs", "_ports", "links", "nodes", "shards")
+    __slots__ = ("_adds", "_deferred", "_departs", "_ports", "links", "nodes", "shards")
 
     def __init__(
         self, sim: Simulation, network: Network, shards: int, nodes: int, quantum_bytes: float
@@ -87,6 +87,7 @@ class StarTopology:
         else:
             links = [PSLink(cap), PSLink(cap)]
         self.links = links
+        self._adds = [link.add for link in links]
         self._ports = [_Port(sim, link) for link in links]
         self._departs = [self._depart_down, self._depart_up]
         self._deferred = 0  # during an arrival: bit d set if link d must be rescheduled
@@ -98,12 +99,11 @@ class StarTopology:
         ``conn`` at ``now`` (s); ``conn.on_arrival(t, unit)`` when its last byte arrives."""
         shards = self.shards
         d = DOWN if src < shards else UP
-        link = self.links[d]
         if shards > 1:
             route = (src, dst) if d == DOWN else (dst, src)
-            link.add(now, size_bytes, (conn, unit), conn, route)
+            self._adds[d](now, size_bytes, (conn, unit), conn, route)
         else:
-            link.add(now, size_bytes, (conn, unit), conn)
+            self._adds[d](now, size_bytes, (conn, unit), conn)
         if self._deferred:
             self._deferred |= 1 << d
         else:

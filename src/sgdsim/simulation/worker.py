@@ -241,9 +241,7 @@ class Worker:
             sizes, prio, items = plan.push_pieces[t], plan.push_prio[t], plan.push_items[t]
         # (step, prio) in lexicographic order as one int (|prio| ≤ segments < 2**23)
         key = prio if m.fifo else (step << STEP_SHIFT) + prio
-        put = conn.queue.put
-        for i in pieces:
-            put(key, (sizes[i], w, step, items[i]))
+        conn.queue.put_many(key, [(sizes[i], w, step, items[i]) for i in pieces])
         return conn
 
     def pulls_arrived(self, now: float, step: int, items: Items) -> None:
