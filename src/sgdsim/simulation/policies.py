@@ -138,8 +138,9 @@ class FifoQueue:
     """Units leave in the order they were put (TensorFlow's per-connection order).
 
     Every queue: ``put(key, unit)`` with an int ``key`` (smaller = more urgent,
-    ties in put order) and ``put_many(key, units)``, ``take(budget)`` the next unit or None (``budget(w)``:
-    Prophet's byte budget of worker ``w``), ``done(unit)`` once it has arrived.
+    ties in put order) and ``put_many(key, units)``; ``take(budget)`` the next
+    unit or None (``budget(w)``: Prophet's byte budget of worker ``w``);
+    ``done(unit)`` once it has arrived.
     """
 
     __slots__ = ("_q",)

@@ -32,7 +32,7 @@ from sgdsim.simulation.topology import DOWN, UP
 
 if TYPE_CHECKING:
     from sgdsim.simulation.connection import Connection, ParameterServer
-    from sgdsim.simulation.engine import AsyncPSModel
+    from sgdsim.simulation.engine import AsyncPSModel, Run
 
 Items = tuple[tuple[int, int], ...]
 
@@ -214,12 +214,23 @@ class Worker:
         """The step's pulls join their connections' queues, in the policy's order."""
         m, plan = self.model, self.model.plan
         if plan.shuffle:
-            order = m.rng.permutation(plan.n_pull).tolist()
+            runs = [plan.pull_runs[p] for p in m.rng.permutation(plan.n_pull).tolist()]
         else:
-            order = plan.pull_order if step == 0 else plan.unmatched_pulls
+            runs = plan.first_pulls if step == 0 else plan.next_pulls
+        self._join(now, DOWN, runs, step)
+
+    def _join(self, now: float, d: int, runs: list[Run], step: int) -> None:
+        """Put runs of units (pulls or pushes of ``step``) on their connections'
+        queues in order, then start the connections touched, in first-touch order."""
+        m, w = self.model, self.index
+        conns = m.conns[d]
+        fifo = m.fifo
         touched: list[Connection] = []
-        for p in order:
-            conn = self._enqueue(DOWN, p, step, range(len(plan.pull_pieces[p])))
+        for shard, prio, units in runs:
+            conn = conns[shard][w]
+            # (step, prio) in lexicographic order as one int (|prio| ≤ segments < 2**23)
+            key = prio if fifo else (step << STEP_SHIFT) + prio
+            conn.queue.put_many(key, [(b, w, step, items) for b, items in units])
             if conn not in touched:
                 touched.append(conn)
         for conn in touched:
@@ -228,21 +239,13 @@ class Worker:
     def release_pulls(self, now: float, arg: tuple[int, int, list[int]]) -> None:
         """P3: the PS sends pieces of parameter ``p`` for ``step`` right after updating it."""
         step, p, pieces = arg
-        self._enqueue(DOWN, p, step, pieces).kick(now)
-
-    def _enqueue(self, d: int, t: int, step: int, pieces: Any) -> Connection:
-        """Put pieces of tensor ``t`` (pull or push) on their connection; return it."""
         m, plan, w = self.model, self.model.plan, self.index
-        if d == DOWN:
-            conn = m.conns[DOWN][plan.pull_shard[t]][w]
-            sizes, prio, items = plan.pull_pieces[t], plan.pull_prio[t], plan.pull_items[t]
-        else:
-            conn = m.conns[UP][plan.push_shard[t]][w]
-            sizes, prio, items = plan.push_pieces[t], plan.push_prio[t], plan.push_items[t]
-        # (step, prio) in lexicographic order as one int (|prio| ≤ segments < 2**23)
+        conn = m.conns[DOWN][plan.pull_shard[p]][w]
+        sizes, items = plan.pull_pieces[p], plan.pull_items[p]
+        prio = plan.pull_prio[p]
         key = prio if m.fifo else (step << STEP_SHIFT) + prio
         conn.queue.put_many(key, [(sizes[i], w, step, items[i]) for i in pieces])
-        return conn
+        conn.kick(now)
 
     def pulls_arrived(self, now: float, step: int, items: Items) -> None:
         """Pieces of pulls of ``step`` (this one or, under P3, the next) arrived."""
@@ -276,14 +279,7 @@ class Worker:
     def join_pushes(self, now: float, arg: tuple[int, int]) -> None:
         """The pushes of a slot join their connections' queues."""
         slot, step = arg
-        plan = self.model.plan
-        touched: list[Connection] = []
-        for q in plan.pushes_after[slot]:
-            conn = self._enqueue(UP, q, step, range(len(plan.push_pieces[q])))
-            if conn not in touched:
-                touched.append(conn)
-        for conn in touched:
-            conn.kick(now)
+        self._join(now, UP, self.model.plan.push_runs[slot], step)
 
     def pushes_arrived(self, now: float, step: int, items: Items, ps: ParameterServer) -> None:
         """Pieces of pushes arrived at ``ps``, which applies them in turn."""
