@@ -24,6 +24,7 @@ for the running step (``cur``) and the next one (``nxt``).
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from sgdsim.simulation.chrome_trace import COMPUTE, UPDATE
@@ -67,6 +68,7 @@ class Worker:
     __slots__ = (
         "busy_s",
         "chain_end",
+        "chain_slots",
         "cur",
         "ending",
         "gating_left",
@@ -98,6 +100,8 @@ class Worker:
         self.busy_s = 0.0
         self.seg_start = 0.0
         self.chain_end = 0  # last segment of the running chain
+        # push slots the running chain passes, (time fired, slot), not yet in ``stage``
+        self.chain_slots: deque[tuple[float, int]] = deque()
         self.step_ends: list[float] = []
 
     # -- step start and end --------------------------------------------------------
@@ -154,12 +158,16 @@ class Worker:
         """Start segment ``seg`` if idle and every pull it needs has arrived.
 
         On a worker's own cores (no sharing, no trace) the segment runs as a
-        chain with the following ones that start the moment it ends without
-        touching anything else: no pushes after it (their slot is empty) and
-        every pull they read already here. One event at the chain's end stands
-        for the chain; its end time is summed segment by segment, as the
-        events would have found it, and nothing between reads the worker's
-        segment (a pull arriving meanwhile is gated on a later one).
+        chain with the following ones whose pulls are all here: they start the
+        moment the previous one ends. One event at the chain's end stands for
+        the chain; its end time is summed segment by segment, as the events
+        would have found it, and nothing between reads the worker's segment (a
+        pull arriving meanwhile is gated on a later one). A push slot inside
+        the chain stops it when pushes join at once (no latency); with a
+        latency its pushes only join one latency after the slot, so their join
+        event is scheduled now, at the slot's time plus the latency (as the
+        slot's own event would have), and Prophet's stage reads the slot's
+        time (:meth:`block_budget`).
         """
         s = self.seg
         m = self.model
@@ -175,7 +183,13 @@ class Worker:
             if m.trace is None:
                 gate, after, seg_dur = self.cur.gate, plan.pushes_after, plan.seg_dur
                 last = plan.n_seg - 1
-                while s < last and not after[s + 1] and gate[s + 1] == 0:
+                lat = plan.latency_s
+                while s < last and gate[s + 1] == 0:
+                    if after[s + 1]:
+                        if not lat > 0:
+                            break
+                        m.sim.schedule(end + lat, JOIN, self.join_pushes, (s + 1, self.step))
+                        self.chain_slots.append((end, s + 1))
                     s += 1
                     end += seg_dur[s]
             self.chain_end = s
@@ -194,6 +208,9 @@ class Worker:
             for j in range(s, self.chain_end + 1):
                 self.busy_s += seg_dur[j]
             s = self.chain_end
+            if self.chain_slots:
+                self.stage = self.chain_slots[-1][1]
+                self.chain_slots.clear()
         if m.trace is not None:
             m.trace.append((COMPUTE, self.index, s, self.seg_start, now))
         self.issue_pushes(now, s + 1)
@@ -204,9 +221,17 @@ class Worker:
             self.check_end(now)
 
     def block_budget(self) -> float:
-        """Prophet's byte budget of the next block: the gap to the next backward stage."""
-        plan = self.model.plan
-        return math.inf if self.seg >= plan.n_seg else plan.stage_budget[self.stage]
+        """Prophet's byte budget of the next block, bytes: the gap to the next backward
+        stage. A slot the running chain passed counts once its time is past (a
+        departure or join at the very instant comes before a segment's end)."""
+        m = self.model
+        plan = m.plan
+        if self.seg >= plan.n_seg:
+            return math.inf
+        slots = self.chain_slots
+        while slots and slots[0][0] < m.sim.now:
+            self.stage = slots.popleft()[1]
+        return plan.stage_budget[self.stage]
 
     # -- pulls ---------------------------------------------------------------------
 
