@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sgdsim.simulation.chrome_trace import PULL, PUSH
 from sgdsim.simulation.core import JOIN
 from sgdsim.simulation.policies import Queue, Unit
-from sgdsim.simulation.topology import DOWN, UP
+from sgdsim.simulation.topology import DOWN
 
 if TYPE_CHECKING:
     from sgdsim.simulation.engine import AsyncPSModel
@@ -101,18 +101,23 @@ class Connection:
     def wire(self, now: float, unit: Unit) -> None:
         """Put ``unit`` on the network at ``now``."""
         self.since = now
-        ps = self.ps
-        d = self.direction
-        ps.on_wire[d] += 1
-        m = self.model
-        node = m.hosts[unit[1]]
-        if d == DOWN:
-            m.topology.transfer(now, ps.shard, node, unit[0], unit, self)
-        else:
-            m.topology.transfer(now, node, ps.shard, unit[0], unit, self)
+        self.ps.on_wire[self.direction] += 1
+        src, dst = self.route(unit)
+        self.model.topology.transfer(now, src, dst, unit[0], unit, self)
 
-    def on_arrival(self, now: float, unit: Unit) -> None:
-        """``unit`` has arrived at ``now``: deliver it and send the next one."""
+    def route(self, unit: Unit) -> tuple[int, int]:
+        """Hosts (source, destination) of ``unit``: the PS shard and the worker's node."""
+        node = self.model.hosts[unit[1]]
+        return (self.ps.shard, node) if self.direction == DOWN else (node, self.ps.shard)
+
+    def on_arrival(self, now: float, unit: Unit) -> Unit | None:
+        """``unit`` has arrived at ``now``: deliver it and send the next one.
+
+        Returns:
+            The next unit if it goes on the wire at once, on this connection's
+            route (the topology puts it there); None if the connection is
+            idle, waits (pull gap, join delay) or has sent it itself.
+        """
         self.busy = False
         d = self.direction
         self.ps.on_wire[d] -= 1
@@ -133,16 +138,21 @@ class Connection:
                     m.cores_of(w).run(now, m.pull_gap_s, self.gap_over, ("gap", w))
                 else:
                     m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
-                return
+                return None
         else:
             worker.pushes_arrived(now, step, items, self.ps)
         if self.busy or not len(queue):
-            return
-        if d == UP or not m.join_delay_s:  # kick(now) without the join delay's check
-            self.busy = True
-            self.wire(now, queue.take(m.block_budget))  # type: ignore[arg-type]
-        else:
-            self.kick(now)
+            return None
+        if d == DOWN and m.join_delay_s:
+            self.kick(now)  # the step's first pull may wait
+            return None
+        nxt = queue.take(m.block_budget)
+        if nxt is None:
+            return None
+        self.busy = True  # as wire(now, nxt), the topology putting it on the link
+        self.since = now
+        self.ps.on_wire[d] += 1
+        return nxt
 
     def gap_over(self, now: float, _: Any = None) -> None:
         """The control message of the pull gap is through: send the next pull."""

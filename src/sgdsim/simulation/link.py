@@ -207,10 +207,31 @@ class PSLink:
             c.head_end = head_end + c.flows[0][0]
             heapq.heapreplace(h, (c.head_end, self._seq, key, c.version))
             self._seq += 1
-        else:
-            heapq.heappop(h)
+        else:  # its entry, now stale, stays on top for refill() to replace
             self.active_conns = k - 1
         return payload
+
+    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any) -> None:
+        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s): the clocks
+        are already there (advancing them by 0 s changes nothing), and the new head
+        takes the place of the departed connection's stale entry when that is still
+        on top (one heap operation instead of two; the same order, as entries order
+        by ``(tag, sequence)``)."""
+        c = self._conns[conn]
+        flows = c.flows
+        flows.append((size_bytes, payload))
+        if len(flows) > 1:
+            return
+        self.active_conns += 1
+        c.head_end = self.g + size_bytes
+        c.version += 1
+        entry = (c.head_end, self._seq, conn, c.version)
+        self._seq += 1
+        h = self._heap
+        if h and h[0][2] is conn:  # stale: the connection's current entry is this one
+            heapq.heapreplace(h, entry)
+        else:
+            heapq.heappush(h, entry)
 
     def pop_next(self, now: float) -> tuple[Any, Any, float | None]:
         """Pop the departing flow at ``now``; return (payload, connection, next departure).
