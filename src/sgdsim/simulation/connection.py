@@ -141,12 +141,12 @@ class Connection:
                 return None
         else:
             worker.pushes_arrived(now, step, items, self.ps)
-        if self.busy or not len(queue):
+        if self.busy:
             return None
         if d == DOWN and m.join_delay_s:
             self.kick(now)  # the step's first pull may wait
             return None
-        nxt = queue.take(m.block_budget)
+        nxt = queue.take(m.block_budget)  # None if the queue is empty
         if nxt is None:
             return None
         self.busy = True  # as wire(now, nxt), the topology putting it on the link

@@ -236,12 +236,26 @@ class CreditQueue(PriorityQueue):
         self.in_flight = 0.0  # released and not yet delivered, bytes
 
     def _release(self) -> None:
-        while self._n and (
-            self.in_flight == 0.0 or self.in_flight + self._peek()[0] <= self.credit
-        ):
-            unit = self._pop()
-            self._released.append(unit)
-            self.in_flight += unit[0]
+        # _peek and _pop inlined: this runs on every put, take and delivery
+        n = self._n
+        if not n:
+            return
+        keys, fifo, released = self._keys, self._fifo, self._released
+        in_flight, credit = self.in_flight, self.credit
+        while n:
+            key = keys[0]
+            q = fifo[key]
+            size = q[0][0]
+            if in_flight != 0.0 and in_flight + size > credit:
+                break
+            released.append(q.popleft())
+            in_flight += size
+            n -= 1
+            if not q:
+                heapq.heappop(keys)
+                del fifo[key]
+        self._n = n
+        self.in_flight = in_flight
 
     def put(self, key: int, unit: Unit) -> None:
         super().put(key, unit)
