@@ -154,17 +154,18 @@ def test_step_plan_prophet_budget_is_the_gap_to_the_next_backward_stage():
 
 
 class _Sender:
-    """A connection with units to send one after another; ``hand_back``: it returns
-    the next unit from ``on_arrival`` (the topology puts it on the link), otherwise it
-    starts the transfer itself."""
+    """A connection with units ``(bytes, name)`` to send one after another;
+    ``hand_back``: it returns the next unit from ``on_arrival`` (the topology puts it
+    on the link), otherwise it starts the transfer itself."""
 
     def __init__(self, topo: StarTopology, route: tuple[int, int], sizes, hand_back: bool):
         self.topo, self.src_dst, self.hand_back = topo, route, hand_back
-        self.todo = list(sizes)
+        self.todo = [(b, i) for i, b in enumerate(sizes)]
         self.arrivals: list[float] = []
 
     def start(self, now: float) -> None:
-        self.topo.transfer(now, *self.src_dst, self.todo[0], self.todo.pop(0), self)
+        unit = self.todo.pop(0)
+        self.topo.transfer(now, *self.src_dst, unit[0], unit, self)
 
     def route(self, unit: object) -> tuple[int, int]:
         return self.src_dst

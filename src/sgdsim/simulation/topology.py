@@ -24,7 +24,9 @@ DOWN, UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 
 class Receiver(Protocol):
     """What a transfer's owner offers the topology: it is told when a flow has arrived,
-    and may hand back its next flow, which goes on the wire at once on its route."""
+    and may hand back its next unit, which goes on the wire at once on its ``route``;
+    such a unit's first item is its size in bytes (as a policy's
+    :data:`~sgdsim.simulation.policies.Unit`)."""
 
     def on_arrival(self, now: float, unit: Any) -> Any | None: ...
 
