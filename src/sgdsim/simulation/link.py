@@ -175,9 +175,11 @@ class PSLink:
             heapq.heappop(h)
         if not h:
             return None
-        gap = max(0.0, h[0][0] - self.g)
-        if self.capacity / self.active_conns < self.max_rate:
-            return self.t + gap * self.active_conns / self.capacity
+        gap = h[0][0] - self.g
+        gap = gap if gap > 0.0 else 0.0
+        k = self.active_conns
+        if self.capacity / k < self.max_rate:
+            return self.t + gap * k / self.capacity
         return self.t + gap / self.max_rate
 
     def pop_head(self, now: float) -> Any:
