@@ -151,3 +151,50 @@ def test_step_plan_prophet_budget_is_the_gap_to_the_next_backward_stage():
     assert all(math.isinf(b) for i, b in enumerate(plan.stage_budget) if i != 3)
     # whole tensors, and without pull after update every push holds the step's end
     assert plan.pull_pieces == [[1e6], [2.5e5]] and plan.n_gating == 2
+
+
+class _Sender:
+    """A connection with units ``(bytes, name)`` to send one after another;
+    ``hand_back``: it returns the next unit from ``on_arrival`` (the topology puts it
+    on the link), otherwise it starts the transfer itself."""
+
+    def __init__(self, topo: StarTopology, route: tuple[int, int], sizes, hand_back: bool):
+        self.topo, self.src_dst, self.hand_back = topo, route, hand_back
+        self.todo = [(b, i) for i, b in enumerate(sizes)]
+        self.arrivals: list[float] = []
+
+    def start(self, now: float) -> None:
+        unit = self.todo.pop(0)
+        self.topo.transfer(now, *self.src_dst, unit[0], unit, self)
+
+    def route(self, unit: object) -> tuple[int, int]:
+        return self.src_dst
+
+    def on_arrival(self, now: float, unit: object) -> object:
+        self.arrivals.append(now)
+        if not self.todo:
+            return None
+        if self.hand_back:
+            return self.todo.pop(0)
+        self.start(now)
+        return None
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_unit_handed_back_on_arrival_follows_on_the_link_as_if_sent_then(shards):
+    # 10 MB/s: a sends 3 × 1 MB back to back, b 2 MB at once: both at 5 MB/s, a's
+    # first at 0.2 s, its second and b at 0.4 s, a's third alone at 0.5 s. The
+    # departure loop puts a handed-back unit on the link itself: same times to the bit.
+    runs = []
+    for hand_back in (True, False):
+        sim = Simulation()
+        topo = StarTopology(sim, Network(1e7), shards=shards, nodes=2, quantum_bytes=0)
+        a = _Sender(topo, (0, shards), [1e6, 1e6, 1e6], hand_back)
+        b = _Sender(topo, (0, shards + 1), [2e6], hand_back)
+        a.start(0.0)
+        b.start(0.0)
+        sim.run()
+        runs.append((a.arrivals, b.arrivals))
+    assert runs[0] == runs[1]
+    assert runs[0][0] == pytest.approx([0.2, 0.4, 0.5])
+    assert runs[0][1] == pytest.approx([0.4])

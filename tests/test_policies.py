@@ -372,3 +372,78 @@ def test_documented_policy_example_by_hand(monkeypatch):
     # ga0 0.35-0.40 (update 0.40-0.425), ga1 0.40-0.45 (0.45-0.475), gb1 0.45-0.50.
     assert step_ends(w, "push_priority") == pytest.approx([0.50, 1.00])
     assert step_ends(w, "tictac") == pytest.approx([0.55, 1.10])
+
+
+def _queue_ops():
+    # a sequence of ("put", key, n units) and ("take",) operations
+    from hypothesis import strategies as st
+
+    put = st.tuples(st.just("put"), st.integers(-3, 3), st.integers(1, 3))
+    return st.lists(st.one_of(put, st.just(("take",))), max_size=40)
+
+
+def _settings():
+    from hypothesis import settings
+
+    return settings(max_examples=150, deadline=None)
+
+
+def _replay(queue, ops, many: bool, deliver: bool = False) -> list:
+    """Run ``ops`` on ``queue``: units (bytes, worker, step, items) numbered in put
+    order; ``many``: a put of n units is one put_many, else n puts; ``deliver``:
+    each unit taken is done before the next operation. Returns the units taken."""
+    taken, k = [], 0
+    for op in ops:
+        if op[0] == "put":
+            units = [(1e6 * (1 + (k + i) % 5), 0, 0, ((k + i, 0),)) for i in range(op[2])]
+            k += op[2]
+            if many:
+                queue.put_many(op[1], units)
+            else:
+                for u in units:
+                    queue.put(op[1], u)
+        else:
+            u = queue.take(lambda w: float("inf"))
+            taken.append(u)
+            if u is not None and deliver:
+                queue.done(u)
+    return taken
+
+
+def test_priority_queue_takes_by_key_then_put_order():
+    from hypothesis import given
+
+    from sgdsim.simulation.policies import PriorityQueue
+
+    @_settings()
+    @given(ops=_queue_ops())
+    def check(ops):
+        # reference: a sorted list of (key, put number)
+        ref, taken, k = [], [], 0
+        for op in ops:
+            if op[0] == "put":
+                ref += [(op[1], k + i) for i in range(op[2])]
+                k += op[2]
+            else:
+                ref.sort()
+                taken.append(ref.pop(0)[1] if ref else None)
+        got = _replay(PriorityQueue(), ops, many=True)
+        assert [None if u is None else u[3][0][0] for u in got] == taken
+
+    check()
+
+
+def test_credit_queue_put_many_releases_as_one_put_at_a_time():
+    from hypothesis import given
+
+    from sgdsim.simulation.policies import CreditQueue
+
+    @_settings()
+    @given(ops=_queue_ops())
+    def check(ops):
+        # a 2.5 MB credit against units of 1-5 MB: the window both stops and starts
+        one = _replay(CreditQueue(2.5e6), ops, many=False, deliver=True)
+        many = _replay(CreditQueue(2.5e6), ops, many=True, deliver=True)
+        assert one == many
+
+    check()

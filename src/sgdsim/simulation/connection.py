@@ -101,18 +101,23 @@ class Connection:
     def wire(self, now: float, unit: Unit) -> None:
         """Put ``unit`` on the network at ``now``."""
         self.since = now
-        ps = self.ps
-        d = self.direction
-        ps.on_wire[d] += 1
-        m = self.model
-        node = m.hosts[unit[1]]
-        if d == DOWN:
-            m.topology.transfer(now, ps.shard, node, unit[0], unit, self)
-        else:
-            m.topology.transfer(now, node, ps.shard, unit[0], unit, self)
+        self.ps.on_wire[self.direction] += 1
+        src, dst = self.route(unit)
+        self.model.topology.transfer(now, src, dst, unit[0], unit, self)
 
-    def on_arrival(self, now: float, unit: Unit) -> None:
-        """``unit`` has arrived at ``now``: deliver it and send the next one."""
+    def route(self, unit: Unit) -> tuple[int, int]:
+        """Hosts (source, destination) of ``unit``: the PS shard and the worker's node."""
+        node = self.model.hosts[unit[1]]
+        return (self.ps.shard, node) if self.direction == DOWN else (node, self.ps.shard)
+
+    def on_arrival(self, now: float, unit: Unit) -> Unit | None:
+        """``unit`` has arrived at ``now``: deliver it and send the next one.
+
+        Returns:
+            The next unit if it goes on the wire at once, on this connection's
+            route (the topology puts it there); None if the connection is
+            idle, waits (pull gap, join delay) or has sent it itself.
+        """
         self.busy = False
         d = self.direction
         self.ps.on_wire[d] -= 1
@@ -133,10 +138,21 @@ class Connection:
                     m.cores_of(w).run(now, m.pull_gap_s, self.gap_over, ("gap", w))
                 else:
                     m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
-                return
+                return None
         else:
             worker.pushes_arrived(now, step, items, self.ps)
-        self.kick(now)
+        if self.busy:
+            return None
+        if d == DOWN and m.join_delay_s:
+            self.kick(now)  # the step's first pull may wait
+            return None
+        nxt = queue.take(m.block_budget)  # None if the queue is empty
+        if nxt is None:
+            return None
+        self.busy = True  # as wire(now, nxt), the topology putting it on the link
+        self.since = now
+        self.ps.on_wire[d] += 1
+        return nxt
 
     def gap_over(self, now: float, _: Any = None) -> None:
         """The control message of the pull gap is through: send the next pull."""

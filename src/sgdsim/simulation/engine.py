@@ -31,7 +31,7 @@ from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.connection import Connection, ParameterServer
 from sgdsim.simulation.core import STEP_START, Simulation
 from sgdsim.simulation.topology import DOWN, UP, NodeCores, StarTopology
-from sgdsim.simulation.worker import Worker
+from sgdsim.simulation.worker import STEP_SHIFT, Worker
 from sgdsim.simulation.workload import Network, Workload
 
 
@@ -85,6 +85,11 @@ class StepPlan:
         stage_budget: (S + 1,) Prophet's block budget after each push slot, bytes.
         n_seg, n_pull: S and P.
         pull_items, push_items: per tensor and unit, the unit's items ``((tensor, unit),)``.
+        first_pulls, next_pulls: the pulls of the first step (``pull_order``) and of the
+            later ones (``unmatched_pulls``) as runs ``(shard, priority, [(bytes, items)])``:
+            the units of consecutive tensors with one shard and priority, in issue order.
+        pull_runs: (P,) each pull's units as one run.
+        push_runs: (S + 1,) the pushes of each push slot as runs.
         shuffle: a fresh random pull order every step (``fifo_random``).
         latency_s, pull_start_s, overhead_s: as the workload and network give them.
     """
@@ -117,6 +122,10 @@ class StepPlan:
     n_pull: int
     pull_items: list[list[tuple[tuple[int, int]]]]
     push_items: list[list[tuple[tuple[int, int]]]]
+    first_pulls: list[Run]
+    next_pulls: list[Run]
+    pull_runs: list[Run]
+    push_runs: list[list[Run]]
 
     @classmethod
     def build(
@@ -127,9 +136,15 @@ class StepPlan:
         spec: pol.PolicySpec,
         pull_order: list[int],
     ) -> StepPlan:
-        """Cut the workload's tensors into the policy's units (:func:`.policies.split_bytes`)."""
+        """Cut the workload's tensors into the policy's units (:func:`.policies.split_bytes`).
+
+        Raises:
+            ValueError: 2**23 segments or more (the queues' keys hold a priority in 23 bits).
+        """
         seg_dur = workload.seg_dur_s.tolist()
         n_seg = len(seg_dur)
+        if n_seg >= 1 << (STEP_SHIFT - 1):  # the queues' int keys hold a priority in 23 bits
+            raise ValueError(f"{n_seg} segments: at most {(1 << (STEP_SHIFT - 1)) - 1}")
         pull_gate = workload.pull_gate.tolist()
         push_bytes = workload.push_bytes.tolist()
         push_seg = workload.push_seg.tolist()
@@ -151,20 +166,27 @@ class StepPlan:
         pushes_after: list[list[int]] = [[] for _ in range(n_seg + 1)]
         for q, s in enumerate(push_seg):
             pushes_after[s + 1].append(q)
+        pull_shard = workload.pulls_shard.tolist()
+        push_shard = workload.pushes_shard.tolist()
+        pull_items = [[((t, i),) for i in range(len(x))] for t, x in enumerate(pull_pieces)]
+        push_items = [[((t, i),) for i in range(len(x))] for t, x in enumerate(push_pieces)]
+        pulls = (pull_shard, pull_gate, pull_pieces, pull_items)
+        pushes = (push_shard, [-s for s in push_seg], push_pieces, push_items)
+        unmatched_pulls = [p for p in pull_order if not matched_pull[p]]
         return cls(
             seg_dur=seg_dur,
             pull_gate=pull_gate,
-            pull_shard=workload.pulls_shard.tolist(),
+            pull_shard=pull_shard,
             pull_pieces=pull_pieces,
             push_pieces=push_pieces,
             push_piece_update_s=piece_update,
-            push_shard=workload.pushes_shard.tolist(),
+            push_shard=push_shard,
             push_param=push_param,
             pull_prio=pull_gate,
             push_prio=[-s for s in push_seg],
             pushes_after=pushes_after,
             pull_order=pull_order,
-            unmatched_pulls=[p for p in pull_order if not matched_pull[p]],
+            unmatched_pulls=unmatched_pulls,
             matched_push=matched_push,
             release=release,
             n_gating=sum(1 for m in matched_push if not m),
@@ -177,9 +199,38 @@ class StepPlan:
             overhead_s=workload.overhead_s,
             n_seg=n_seg,
             n_pull=len(pull_gate),
-            pull_items=[[((t, i),) for i in range(len(x))] for t, x in enumerate(pull_pieces)],
-            push_items=[[((t, i),) for i in range(len(x))] for t, x in enumerate(push_pieces)],
+            pull_items=pull_items,
+            push_items=push_items,
+            first_pulls=_runs(pull_order, *pulls),
+            next_pulls=_runs(unmatched_pulls, *pulls),
+            pull_runs=[_runs([p], *pulls)[0] for p in range(len(pull_gate))],
+            push_runs=[_runs(qs, *pushes) for qs in pushes_after],
         )
+
+
+#: A run of units that join one connection's queue under one priority, in order:
+#: ``(shard, priority, [(bytes, items), ...])``.
+Run = tuple[int, int, list[tuple[float, tuple[tuple[int, int]]]]]
+
+
+def _runs(
+    tensors: list[int],
+    shard: list[int],
+    prio: list[int],
+    pieces: list[list[float]],
+    items: list[list[tuple[tuple[int, int]]]],
+) -> list[Run]:
+    """The units of ``tensors`` (in that order) as runs: consecutive tensors with the
+    same shard and priority join one run, so a queue takes them in one ``put_many``
+    exactly as it would take them one by one."""
+    runs: list[Run] = []
+    for t in tensors:
+        units = list(zip(pieces[t], items[t], strict=True))
+        if runs and runs[-1][0] == shard[t] and runs[-1][1] == prio[t]:
+            runs[-1][2].extend(units)
+        else:
+            runs.append((shard[t], prio[t], units))
+    return runs
 
 
 def _pull_after_update(

@@ -118,14 +118,22 @@ class PSLink:
             (the caller must ask :meth:`next_departure` again); False if the
             next departure is unchanged.
         """
-        self._advance(now)
+        k = self.active_conns
+        if k:  # _advance(now), inlined: this is the simulator's inner loop
+            dt = now - self.t
+            if self.capacity / k < self.max_rate:
+                self.g += dt * self.capacity / k
+            else:
+                self.g += dt * self.max_rate
+            self.busy_s += dt
+        self.t = now
         c = self._conns.get(conn)
         if c is None:
             c = self._conns[conn] = _Conn()
         flows = c.flows
         flows.append((size_bytes, payload))
         if len(flows) == 1:
-            self.active_conns += 1
+            self.active_conns = k + 1
             c.head_end = self.g + size_bytes
             c.version += 1
             heapq.heappush(self._heap, (c.head_end, self._seq, conn, c.version))
@@ -161,13 +169,71 @@ class PSLink:
 
     def next_departure(self) -> float | None:
         """Real time at which the next flow leaves if nothing else joins, or None."""
-        top = self._top()
-        if top is None:
+        h = self._heap
+        conns = self._conns
+        while h and h[0][3] != conns[h[0][2]].version:
+            heapq.heappop(h)
+        if not h:
             return None
-        gap = max(0.0, top[0] - self.g)
-        if self.capacity / self.active_conns < self.max_rate:
-            return self.t + gap * self.active_conns / self.capacity
+        gap = h[0][0] - self.g
+        gap = gap if gap > 0.0 else 0.0
+        k = self.active_conns
+        if self.capacity / k < self.max_rate:
+            return self.t + gap * k / self.capacity
         return self.t + gap / self.max_rate
+
+    def pop_head(self, now: float) -> Any:
+        """Remove the departing flow at ``now`` (s) and return its payload; the same
+        as :meth:`pop_next` without computing the next departure.
+
+        Call only when a departure is due (at least one flow on the link).
+        """
+        k = self.active_conns
+        dt = now - self.t
+        if self.capacity / k < self.max_rate:
+            self.g += dt * self.capacity / k
+        else:
+            self.g += dt * self.max_rate
+        self.busy_s += dt
+        self.t = now
+        h = self._heap
+        conns = self._conns
+        while h[0][3] != conns[h[0][2]].version:
+            heapq.heappop(h)
+        head_end, _, key, _ = h[0]
+        c = conns[key]
+        size, payload = c.flows.popleft()
+        self.bytes_done += size
+        c.version += 1
+        if c.flows:
+            c.head_end = head_end + c.flows[0][0]
+            heapq.heapreplace(h, (c.head_end, self._seq, key, c.version))
+            self._seq += 1
+        else:  # its entry, now stale, stays on top for refill() to replace
+            self.active_conns = k - 1
+        return payload
+
+    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any) -> None:
+        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s): the clocks
+        are already there (advancing them by 0 s changes nothing), and the new head
+        takes the place of the departed connection's stale entry when that is still
+        on top (one heap operation instead of two; the same order, as entries order
+        by ``(tag, sequence)``)."""
+        c = self._conns[conn]
+        flows = c.flows
+        flows.append((size_bytes, payload))
+        if len(flows) > 1:
+            return
+        self.active_conns += 1
+        c.head_end = self.g + size_bytes
+        c.version += 1
+        entry = (c.head_end, self._seq, conn, c.version)
+        self._seq += 1
+        h = self._heap
+        if h and h[0][2] is conn:  # stale: the connection's current entry is this one
+            heapq.heapreplace(h, entry)
+        else:
+            heapq.heappush(h, entry)
 
     def pop_next(self, now: float) -> tuple[Any, Any, float | None]:
         """Pop the departing flow at ``now``; return (payload, connection, next departure).
@@ -383,6 +449,10 @@ class MaxMinLink:
         self._fill()
         return f.payload, f.conn, self._t_next
 
+    def pop_head(self, now: float) -> Any:
+        """Remove the departing flow at ``now``; return its payload."""
+        return self.pop_next(now)[0]
+
 
 class RoundRobinLink:
     """One direction of a NIC whose connections take turns of ``quantum_bytes``.
@@ -500,3 +570,7 @@ class RoundRobinLink:
         _, size, payload = self._flows[conn].popleft()
         self.bytes_done += size
         return payload, conn, self.next_departure()
+
+    def pop_head(self, now: float) -> Any:
+        """Remove the flow leaving at ``now``; return its payload."""
+        return self.pop_next(now)[0]

@@ -135,15 +135,24 @@ def split_bytes(size: float, piece: float) -> list[float]:
 
 
 class FifoQueue:
-    """Units leave in the order they were put (TensorFlow's per-connection order)."""
+    """Units leave in the order they were put (TensorFlow's per-connection order).
+
+    Every queue: ``put(key, unit)`` with an int ``key`` (smaller = more urgent,
+    ties in put order) and ``put_many(key, units)``; ``take(budget)`` the next
+    unit or None (``budget(w)``: Prophet's byte budget of worker ``w``);
+    ``done(unit)`` once it has arrived.
+    """
 
     __slots__ = ("_q",)
 
     def __init__(self) -> None:
         self._q: deque[Unit] = deque()
 
-    def put(self, key: tuple[Any, ...], unit: Unit) -> None:
+    def put(self, key: int, unit: Unit) -> None:
         self._q.append(unit)
+
+    def put_many(self, key: int, units: list[Unit]) -> None:
+        self._q.extend(units)
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
         return self._q.popleft() if self._q else None
@@ -156,52 +165,107 @@ class FifoQueue:
 
 
 class PriorityQueue:
-    """The unit with the smallest key leaves next (O(log n) per unit); the unit on
-    the wire is never interrupted."""
+    """The unit with the smallest key leaves next, equal keys in put order; the unit
+    on the wire is never interrupted.
 
-    __slots__ = ("_h", "_seq")
+    Units wait in one first-in first-out list per key and the distinct keys in a
+    heap (a bucket queue): O(1) per unit plus O(log k) per new or emptied key, k
+    the keys waiting (a policy's keys are layer priorities, shared by every unit
+    of a tensor and by the tensors of a layer).
+    """
+
+    __slots__ = ("_fifo", "_keys", "_n")
 
     def __init__(self) -> None:
-        self._h: list[tuple[tuple[Any, ...], int, Unit]] = []
-        self._seq = 0
+        self._keys: list[int] = []  # heap of the keys with units waiting
+        self._fifo: dict[int, deque[Unit]] = {}
+        self._n = 0
 
-    def put(self, key: tuple[Any, ...], unit: Unit) -> None:
-        heapq.heappush(self._h, (key, self._seq, unit))
-        self._seq += 1
+    def put(self, key: int, unit: Unit) -> None:
+        q = self._fifo.get(key)
+        if q is None:
+            q = self._fifo[key] = deque()
+            heapq.heappush(self._keys, key)
+        q.append(unit)
+        self._n += 1
+
+    def put_many(self, key: int, units: list[Unit]) -> None:
+        """``put(key, u)`` for each of ``units`` in turn."""
+        q = self._fifo.get(key)
+        if q is None:
+            q = self._fifo[key] = deque()
+            heapq.heappush(self._keys, key)
+        q.extend(units)
+        self._n += len(units)
+
+    def _peek(self) -> Unit:
+        """The next unit (the queue must not be empty)."""
+        return self._fifo[self._keys[0]][0]
+
+    def _pop(self) -> Unit:
+        """Remove and return the next unit (the queue must not be empty)."""
+        key = self._keys[0]
+        q = self._fifo[key]
+        unit = q.popleft()
+        if not q:
+            heapq.heappop(self._keys)
+            del self._fifo[key]
+        self._n -= 1
+        return unit
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
-        return heapq.heappop(self._h)[2] if self._h else None
+        return self._pop() if self._n else None
 
     def done(self, unit: Unit) -> None:
         pass
 
     def __len__(self) -> int:
-        return len(self._h)
+        return self._n
 
 
-class CreditQueue:
+class CreditQueue(PriorityQueue):
     """ByteScheduler's window: a priority queue releasing units to a FIFO transport
     while the released, undelivered bytes fit in ``credit`` bytes."""
 
-    __slots__ = ("_h", "_released", "_seq", "credit", "in_flight")
+    __slots__ = ("_released", "credit", "in_flight")
 
     def __init__(self, credit_bytes: float) -> None:
-        self._h: list[tuple[tuple[Any, ...], int, Unit]] = []
+        super().__init__()
         self._released: deque[Unit] = deque()
-        self._seq = 0
         self.credit = credit_bytes
         self.in_flight = 0.0  # released and not yet delivered, bytes
 
     def _release(self) -> None:
-        h = self._h
-        while h and (self.in_flight == 0.0 or self.in_flight + h[0][2][0] <= self.credit):
-            unit = heapq.heappop(h)[2]
-            self._released.append(unit)
-            self.in_flight += unit[0]
+        # _peek and _pop inlined: this runs on every put, take and delivery
+        n = self._n
+        if not n:
+            return
+        keys, fifo, released = self._keys, self._fifo, self._released
+        in_flight, credit = self.in_flight, self.credit
+        while n:
+            key = keys[0]
+            q = fifo[key]
+            size = q[0][0]
+            if in_flight != 0.0 and in_flight + size > credit:
+                break
+            released.append(q.popleft())
+            in_flight += size
+            n -= 1
+            if not q:
+                heapq.heappop(keys)
+                del fifo[key]
+        self._n = n
+        self.in_flight = in_flight
 
-    def put(self, key: tuple[Any, ...], unit: Unit) -> None:
-        heapq.heappush(self._h, (key, self._seq, unit))
-        self._seq += 1
+    def put(self, key: int, unit: Unit) -> None:
+        super().put(key, unit)
+        self._release()
+
+    def put_many(self, key: int, units: list[Unit]) -> None:
+        # releasing once after the puts releases what releasing after each would: a
+        # release walks the queue in order while units fit, and units put together
+        # under one key are adjacent in that order
+        super().put_many(key, units)
         self._release()
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
@@ -210,12 +274,12 @@ class CreditQueue:
 
     def done(self, unit: Unit) -> None:
         self.in_flight -= unit[0]
-        if not self._released and not self._h:
+        if not self._released and not self._n:
             self.in_flight = 0.0  # no rounding residue when the window empties
         self._release()
 
     def __len__(self) -> int:
-        return len(self._h) + len(self._released)
+        return self._n + len(self._released)
 
 
 class BlockQueue(PriorityQueue):
@@ -225,17 +289,16 @@ class BlockQueue(PriorityQueue):
     __slots__ = ()
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
-        h = self._h
-        if not h:
+        if not self._n:
             return None
-        size, w, step, items = heapq.heappop(h)[2]
+        size, w, step, items = self._pop()
         limit = budget(w)
         parts = list(items)
-        while h:
-            nb, nw, nstep, nitems = h[0][2]
+        while self._n:
+            nb, nw, nstep, nitems = self._peek()
             if nw != w or nstep != step or size + nb > limit:
                 break
-            heapq.heappop(h)
+            self._pop()
             size += nb
             parts.extend(nitems)
         return (size, w, step, tuple(parts))

@@ -23,9 +23,14 @@ DOWN, UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
 
 
 class Receiver(Protocol):
-    """What a transfer's owner offers the topology: it is told when a flow has arrived."""
+    """What a transfer's owner offers the topology: it is told when a flow has arrived,
+    and may hand back its next unit, which goes on the wire at once on its ``route``;
+    such a unit's first item is its size in bytes (as a policy's
+    :data:`~sgdsim.simulation.policies.Unit`)."""
 
-    def on_arrival(self, now: float, unit: Any) -> None: ...
+    def on_arrival(self, now: float, unit: Any) -> Any | None: ...
+
+    def route(self, unit: Any) -> tuple[int, int]: ...
 
 
 class _Port:
@@ -71,7 +76,16 @@ class StarTopology:
         quantum_bytes: with one shard, the round-robin quantum (0: processor sharing).
     """
 
-    __slots__ = ("_deferred", "_departs", "_ports", "links", "nodes", "shards")
+    __slots__ = (
+        "_adds",
+        "_deferred",
+        "_departs",
+        "_ports",
+        "_refill",
+        "links",
+        "nodes",
+        "shards",
+    )
 
     def __init__(
         self, sim: Simulation, network: Network, shards: int, nodes: int, quantum_bytes: float
@@ -87,6 +101,8 @@ class StarTopology:
         else:
             links = [PSLink(cap), PSLink(cap)]
         self.links = links
+        self._refill = isinstance(links[0], PSLink)  # PSLink.refill after pop_head
+        self._adds = [link.add for link in links]
         self._ports = [_Port(sim, link) for link in links]
         self._departs = [self._depart_down, self._depart_up]
         self._deferred = 0  # during an arrival: bit d set if link d must be rescheduled
@@ -95,15 +111,15 @@ class StarTopology:
         self, now: float, src: int, dst: int, size_bytes: float, unit: Any, conn: Receiver
     ) -> None:
         """A flow of ``size_bytes`` from host ``src`` to host ``dst`` joins connection
-        ``conn`` at ``now`` (s); ``conn.on_arrival(t, unit)`` when its last byte arrives."""
+        ``conn`` at ``now`` (s); ``conn.on_arrival(t, unit)`` when its last byte arrives
+        (the unit it returns, if any, follows on the same route at ``t``)."""
         shards = self.shards
         d = DOWN if src < shards else UP
-        link = self.links[d]
         if shards > 1:
             route = (src, dst) if d == DOWN else (dst, src)
-            link.add(now, size_bytes, (conn, unit), conn, route)
+            self._adds[d](now, size_bytes, (conn, unit), conn, route)
         else:
-            link.add(now, size_bytes, (conn, unit), conn)
+            self._adds[d](now, size_bytes, (conn, unit), conn)
         if self._deferred:
             self._deferred |= 1 << d
         else:
@@ -118,9 +134,15 @@ class StarTopology:
             return True  # stale: the link changed since
         link, sim, bit = port.link, port.sim, 1 << d
         while True:
-            (conn, unit), _, _ = link.pop_next(now)
+            conn, unit = link.pop_head(now)
             self._deferred = bit
-            conn.on_arrival(now, unit)
+            nxt = conn.on_arrival(now, unit)
+            if nxt is not None:  # the connection's next unit, on the same link
+                if self._refill:
+                    link.refill(now, nxt[0], (conn, nxt), conn)
+                else:
+                    src, dst = conn.route(nxt)
+                    self.transfer(now, src, dst, nxt[0], nxt, conn)
             deferred = self._deferred
             self._deferred = 0
             if deferred != bit:

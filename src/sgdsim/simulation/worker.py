@@ -24,6 +24,7 @@ for the running step (``cur``) and the next one (``nxt``).
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from sgdsim.simulation.chrome_trace import COMPUTE, UPDATE
@@ -32,9 +33,12 @@ from sgdsim.simulation.topology import DOWN, UP
 
 if TYPE_CHECKING:
     from sgdsim.simulation.connection import Connection, ParameterServer
-    from sgdsim.simulation.engine import AsyncPSModel
+    from sgdsim.simulation.engine import AsyncPSModel, Run
 
 Items = tuple[tuple[int, int], ...]
+
+#: A unit's queue key under the fair discipline: ``(step << STEP_SHIFT) + priority``.
+STEP_SHIFT = 24
 
 
 class _Pending:
@@ -64,6 +68,7 @@ class Worker:
     __slots__ = (
         "busy_s",
         "chain_end",
+        "chain_slots",
         "cur",
         "ending",
         "gating_left",
@@ -95,6 +100,8 @@ class Worker:
         self.busy_s = 0.0
         self.seg_start = 0.0
         self.chain_end = 0  # last segment of the running chain
+        # push slots the running chain passes, (time fired, slot), not yet in ``stage``
+        self.chain_slots: deque[tuple[float, int]] = deque()
         self.step_ends: list[float] = []
 
     # -- step start and end --------------------------------------------------------
@@ -151,12 +158,16 @@ class Worker:
         """Start segment ``seg`` if idle and every pull it needs has arrived.
 
         On a worker's own cores (no sharing, no trace) the segment runs as a
-        chain with the following ones that start the moment it ends without
-        touching anything else: no pushes after it (their slot is empty) and
-        every pull they read already here. One event at the chain's end stands
-        for the chain; its end time is summed segment by segment, as the
-        events would have found it, and nothing between reads the worker's
-        segment (a pull arriving meanwhile is gated on a later one).
+        chain with the following ones whose pulls are all here: they start the
+        moment the previous one ends. One event at the chain's end stands for
+        the chain; its end time is summed segment by segment, as the events
+        would have found it, and nothing between reads the worker's segment (a
+        pull arriving meanwhile is gated on a later one). A push slot inside
+        the chain stops it when pushes join at once (no latency); with a
+        latency its pushes only join one latency after the slot, so their join
+        event is scheduled now, at the slot's time plus the latency (as the
+        slot's own event would have), and Prophet's stage reads the slot's
+        time (:meth:`block_budget`).
         """
         s = self.seg
         m = self.model
@@ -172,7 +183,13 @@ class Worker:
             if m.trace is None:
                 gate, after, seg_dur = self.cur.gate, plan.pushes_after, plan.seg_dur
                 last = plan.n_seg - 1
-                while s < last and not after[s + 1] and gate[s + 1] == 0:
+                lat = plan.latency_s
+                while s < last and gate[s + 1] == 0:
+                    if after[s + 1]:
+                        if not lat > 0:
+                            break
+                        m.sim.schedule(end + lat, JOIN, self.join_pushes, (s + 1, self.step))
+                        self.chain_slots.append((end, s + 1))
                     s += 1
                     end += seg_dur[s]
             self.chain_end = s
@@ -191,6 +208,9 @@ class Worker:
             for j in range(s, self.chain_end + 1):
                 self.busy_s += seg_dur[j]
             s = self.chain_end
+            if self.chain_slots:
+                self.stage = self.chain_slots[-1][1]
+                self.chain_slots.clear()
         if m.trace is not None:
             m.trace.append((COMPUTE, self.index, s, self.seg_start, now))
         self.issue_pushes(now, s + 1)
@@ -201,9 +221,17 @@ class Worker:
             self.check_end(now)
 
     def block_budget(self) -> float:
-        """Prophet's byte budget of the next block: the gap to the next backward stage."""
-        plan = self.model.plan
-        return math.inf if self.seg >= plan.n_seg else plan.stage_budget[self.stage]
+        """Prophet's byte budget of the next block, bytes: the gap to the next backward
+        stage. A slot the running chain passed counts once its time is past (a
+        departure or join at the very instant comes before a segment's end)."""
+        m = self.model
+        plan = m.plan
+        if self.seg >= plan.n_seg:
+            return math.inf
+        slots = self.chain_slots
+        while slots and slots[0][0] < m.sim.now:
+            self.stage = slots.popleft()[1]
+        return plan.stage_budget[self.stage]
 
     # -- pulls ---------------------------------------------------------------------
 
@@ -211,12 +239,23 @@ class Worker:
         """The step's pulls join their connections' queues, in the policy's order."""
         m, plan = self.model, self.model.plan
         if plan.shuffle:
-            order = m.rng.permutation(plan.n_pull).tolist()
+            runs = [plan.pull_runs[p] for p in m.rng.permutation(plan.n_pull).tolist()]
         else:
-            order = plan.pull_order if step == 0 else plan.unmatched_pulls
+            runs = plan.first_pulls if step == 0 else plan.next_pulls
+        self._join(now, DOWN, runs, step)
+
+    def _join(self, now: float, d: int, runs: list[Run], step: int) -> None:
+        """Put runs of units (pulls or pushes of ``step``) on their connections'
+        queues in order, then start the connections touched, in first-touch order."""
+        m, w = self.model, self.index
+        conns = m.conns[d]
+        fifo = m.fifo
         touched: list[Connection] = []
-        for p in order:
-            conn = self._enqueue(DOWN, p, step, range(len(plan.pull_pieces[p])))
+        for shard, prio, units in runs:
+            conn = conns[shard][w]
+            # (step, prio) in lexicographic order as one int (|prio| ≤ segments < 2**23)
+            key = prio if fifo else (step << STEP_SHIFT) + prio
+            conn.queue.put_many(key, [(b, w, step, items) for b, items in units])
             if conn not in touched:
                 touched.append(conn)
         for conn in touched:
@@ -225,22 +264,13 @@ class Worker:
     def release_pulls(self, now: float, arg: tuple[int, int, list[int]]) -> None:
         """P3: the PS sends pieces of parameter ``p`` for ``step`` right after updating it."""
         step, p, pieces = arg
-        self._enqueue(DOWN, p, step, pieces).kick(now)
-
-    def _enqueue(self, d: int, t: int, step: int, pieces: Any) -> Connection:
-        """Put pieces of tensor ``t`` (pull or push) on their connection; return it."""
         m, plan, w = self.model, self.model.plan, self.index
-        if d == DOWN:
-            conn = m.conns[DOWN][plan.pull_shard[t]][w]
-            sizes, prio, items = plan.pull_pieces[t], plan.pull_prio[t], plan.pull_items[t]
-        else:
-            conn = m.conns[UP][plan.push_shard[t]][w]
-            sizes, prio, items = plan.push_pieces[t], plan.push_prio[t], plan.push_items[t]
-        key = (prio,) if m.fifo else (step, prio)
-        put = conn.queue.put
-        for i in pieces:
-            put(key, (sizes[i], w, step, items[i]))
-        return conn
+        conn = m.conns[DOWN][plan.pull_shard[p]][w]
+        sizes, items = plan.pull_pieces[p], plan.pull_items[p]
+        prio = plan.pull_prio[p]
+        key = prio if m.fifo else (step << STEP_SHIFT) + prio
+        conn.queue.put_many(key, [(sizes[i], w, step, items[i]) for i in pieces])
+        conn.kick(now)
 
     def pulls_arrived(self, now: float, step: int, items: Items) -> None:
         """Pieces of pulls of ``step`` (this one or, under P3, the next) arrived."""
@@ -274,14 +304,7 @@ class Worker:
     def join_pushes(self, now: float, arg: tuple[int, int]) -> None:
         """The pushes of a slot join their connections' queues."""
         slot, step = arg
-        plan = self.model.plan
-        touched: list[Connection] = []
-        for q in plan.pushes_after[slot]:
-            conn = self._enqueue(UP, q, step, range(len(plan.push_pieces[q])))
-            if conn not in touched:
-                touched.append(conn)
-        for conn in touched:
-            conn.kick(now)
+        self._join(now, UP, self.model.plan.push_runs[slot], step)
 
     def pushes_arrived(self, now: float, step: int, items: Items, ps: ParameterServer) -> None:
         """Pieces of pushes arrived at ``ps``, which applies them in turn."""
