@@ -193,13 +193,17 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
             [net["name"]],
         ).fetchall()
         assert used == [(cal["network_cpu_s_per_byte"],)]
-        # and its ring message cost (measured: it has allreduce points) the allreduce ones
+        # and its ring message cost, measured at each N > 1 of its allreduce points, those
         alpha = con.execute(
-            "SELECT DISTINCT message_overhead_s, sync_step_s > 0 FROM testbed_predictions "
+            "SELECT workers, message_overhead_s, sync_step_s > 0 FROM testbed_predictions "
             "WHERE network = ? AND mode = 'allreduce'",
             [net["name"]],
         ).fetchall()
-        assert cal["message_overhead_s"] > 0 and alpha == [(cal["message_overhead_s"], True)]
+        ring = {str(n) for n, _, _ in alpha if n > 1}
+        assert ring and set(cal["message_overhead_s"]) == ring
+        assert all(cal["ring_step_s"][n] > cal["ring_alone_step_s"][n] for n in ring)
+        for n, used, sync_path in alpha:
+            assert sync_path and used == (cal["message_overhead_s"][str(n)] if n > 1 else 0.0)
     # every measured run recorded its step ends and the machine's CPU over the window
     runs = con.execute(
         "SELECT step_end_times, cpu_busy, cpu_steal, shaper_drops, background_busy "

@@ -239,16 +239,16 @@ def test_store_and_accuracy_report_keep_the_modes_apart(tmp_path: Path):
 # ------------------------------------------------- predictions (simulator)
 
 
-def _predict(tmp_path: Path, mode: str, workers: int, overhead_s: float) -> dict[str, Any]:
+def _predict(tmp_path: Path, mode: str, workers: int, overhead_s: Any) -> dict[str, Any]:
     from sgdsim.pipeline.validation import predict_testbed_stage
 
     workload = tmp_path / "w.json"
     lenet_workload().save(str(workload))
-    cal = tmp_path / f"cal{overhead_s}.json"
+    cal = tmp_path / f"cal{hash(json.dumps(overhead_s))}.json"
     cal.write_text(json.dumps({"network_cpu_s_per_byte": 0.0, "message_overhead_s": overhead_s}))
     step = tmp_path / "step.json"
     step.write_text(json.dumps({"step_s": 0.025, "cpu_s": 0.001}))
-    out = tmp_path / f"{mode}{workers}{overhead_s}.parquet"
+    out = tmp_path / f"{mode}{workers}{hash(json.dumps(overhead_s))}.parquet"
     wc = point(mode, workers)
     try:
         predict_testbed_stage(
@@ -272,6 +272,12 @@ def test_allreduce_prediction_uses_the_sync_path_step_and_the_ring_message_cost(
     fast, slow = (_predict(tmp_path, "allreduce", 2, a) for a in (0.0, 2e-3))
     assert slow["message_overhead_s"] == 2e-3
     assert slow["steps_per_s"] < fast["steps_per_s"] < 2 / 0.025
+    # a calibration per N: each point takes its own N's cost, one worker none
+    by_n = {"2": 2e-3, "3": 5e-3}
+    two, three, alone = (_predict(tmp_path, "allreduce", n, by_n) for n in (2, 3, 1))
+    assert (two["message_overhead_s"], three["message_overhead_s"]) == (2e-3, 5e-3)
+    assert alone["message_overhead_s"] == 0.0
+    assert two["steps_per_s"] == pytest.approx(slow["steps_per_s"], rel=1e-12)
 
 
 def test_sync_ps_prediction_is_stored_with_its_mode(tmp_path: Path):
@@ -401,6 +407,20 @@ def test_profile_allreduce_pools_fresh_runs_of_one_worker_of_the_sync_path(tmp_p
     assert min(step["run_step_s"]) <= step["step_s"] <= max(step["run_step_s"])
     assert 0 < step["step_s"] < 5 and step["cpu_s"] > 0
     assert (step["intra_op_threads"], step["batch_size"]) == (1, 8)
+    assert child_processes() == []
+
+
+@pytest.mark.slow
+def test_ring_step_cost_is_what_a_training_step_adds_per_ring_step(testbed_ok):
+    from sgdsim.testbed.calibrate import ring_step_overhead
+
+    r = ring_step_overhead(1e8, 0.0, workers=3, steps=40, warmup_steps=5)
+    assert r.workers == 3 and r.alone_s > 0
+    # a step with two peers to reduce with is slower than alone, by 2 (P - 1) ring steps
+    assert r.step_s > r.alone_s
+    assert r.message_s == pytest.approx((r.step_s - r.alone_s) / 4, rel=1e-12)
+    assert r.overhead_s == r.message_s  # no emulated latency: all of it is software
+    assert r.message_s < 0.05
     assert child_processes() == []
 
 

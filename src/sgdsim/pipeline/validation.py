@@ -402,28 +402,35 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     """Calibrate the testbed for one validation network (JSON).
 
     Writes ``{"status": "ok", "network_cpu_s_per_byte": …, "pull_join_delay_s":
-    …, "message_overhead_s": …, …}`` from
+    …, "message_overhead_s": {"2": …, …}, …}`` from
     :func:`sgdsim.testbed.calibrate.network_cpu_per_byte`,
     :func:`sgdsim.testbed.calibrate.pull_join_delay` (with the validation
-    hardware's threads) and, when an ``allreduce`` point is measured on this
-    network, :func:`sgdsim.testbed.calibrate.ring_message_overhead` (else
-    ``message_overhead_s`` 0), or ``status`` ``skipped`` with the reason (and
-    zeros) where the testbed cannot run.
+    hardware's threads) and, for every N ≥ 2 of an ``allreduce`` point
+    measured on this network, :func:`sgdsim.testbed.calibrate.ring_step_overhead`
+    at P = N with the validation hardware's threads (``message_overhead_s``
+    maps N to its α less the latency; empty without such points), or
+    ``status`` ``skipped`` with the reason (and zeros) where the testbed
+    cannot run.
 
     Raises:
         CalibrationError: the transfer failed (nothing is written).
     """
+    from sgdsim.profiling import ProfileSpec
     from sgdsim.testbed import check_available
     from sgdsim.testbed.calibrate import (
         network_cpu_per_byte,
         pull_join_delay,
-        ring_message_overhead,
+        ring_step_overhead,
     )
 
     config = with_defaults(config)
     net = _validation_network(config, network_name)
-    ring = any(
-        p["mode"] == "allreduce" and p["network"] == net["name"] for p in validation_points(config)
+    ring = sorted(
+        {
+            int(p["workers"])
+            for p in validation_points(config)
+            if p["mode"] == "allreduce" and p["network"] == net["name"] and int(p["workers"]) > 1
+        }
     )
     why = check_available()
     row: dict[str, Any] = {"network": net["name"], "bandwidth_bps": float(net["bandwidth_bps"])}
@@ -434,12 +441,12 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "reason": why,
             "network_cpu_s_per_byte": 0.0,
             "pull_join_delay_s": 0.0,
-            "message_overhead_s": 0.0,
+            "message_overhead_s": {},
         }
     else:
         from sgdsim.progress import progress
 
-        total = 3 if ring else 2
+        total = 2 + len(ring)
         # the NICs the measurements of this network get
         link = {
             "mtu": _validation_mtu(config, net),
@@ -456,12 +463,15 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
                 **link,
             )
             done.update()
-            msg = None
-            if ring:
-                msg = ring_message_overhead(
-                    float(net["bandwidth_bps"]),
-                    float(net["latency_s"]),
-                    **link,
+            spec = ProfileSpec(
+                model="probe",
+                intra_op_threads=int(hw["intra_op_threads"]),
+                inter_op_threads=int(hw["inter_op_threads"]),
+            )
+            steps = {}
+            for p in ring:
+                steps[p] = ring_step_overhead(
+                    float(net["bandwidth_bps"]), float(net["latency_s"]), p, spec, **link
                 )
                 done.update()
         row |= {
@@ -474,19 +484,15 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "pull_join_delay_s": race.delay_s,
             "pull_race_growth_s": list(race.growth_s),
             "pull_race_bytes": race.bytes_each,
-            "message_overhead_s": 0.0 if msg is None else msg.overhead_s,
+            "message_overhead_s": {str(p): st.overhead_s for p, st in steps.items()},
+            "ring_step_s": {str(p): st.step_s for p, st in steps.items()},
+            "ring_alone_step_s": {str(p): st.alone_s for p, st in steps.items()},
         }
-        if msg is not None:
-            row |= {
-                "ring_allreduce_s": msg.allreduce_s,
-                "ring_message_s": msg.message_s,
-                "ring_samples_s": list(msg.samples_s),
-                "ring_workers": msg.workers,
-            }
+        for p, st in steps.items():
             print(
-                f"[calibrate] {net['name']}: a 4-float ring all-reduce of {msg.workers} "
-                f"workers takes {msg.allreduce_s * 1e3:.3f} ms, "
-                f"{msg.message_s * 1e3:.3f} ms per ring step",
+                f"[calibrate] {net['name']}: a training step of a 4-float model takes "
+                f"{st.step_s * 1e3:.2f} ms with {p} ring workers, {st.alone_s * 1e3:.2f} ms "
+                f"alone: {st.message_s * 1e3:.3f} ms per ring step",
                 file=sys.stderr,
             )
         print(
@@ -602,6 +608,15 @@ def sync_path_workload(workload: Any, step: dict[str, Any]) -> Any:
     )
 
 
+def _message_overhead(cal: dict[str, Any], workers: int) -> float:
+    """The calibrated ring message cost for ``workers`` (0 for one worker or none
+    calibrated; a single number from an older calibration applies to every N)."""
+    msg = cal.get("message_overhead_s", 0.0)
+    if isinstance(msg, dict):
+        return float(msg.get(str(workers), 0.0)) if workers > 1 else 0.0
+    return float(msg)
+
+
 def predict_testbed_stage(
     config: dict[str, Any],
     workload_path: str,
@@ -632,7 +647,7 @@ def predict_testbed_stage(
     ``calibration_path``: the network's :func:`calibrate_testbed_stage`
     result, whose CPU per byte the prediction charges to the node (see
     :func:`~sgdsim.simulation.point.predict_point`) and whose ring message
-    cost becomes ``simulation.allreduce.message_overhead_s``.
+    cost for this N becomes ``simulation.allreduce.message_overhead_s``.
 
     Raises:
         ConfigError: an ``allreduce`` point without ``allreduce_step_path``.
@@ -652,7 +667,7 @@ def predict_testbed_stage(
         cal = json.loads(Path(calibration_path).read_text())
         net_cpu = float(cal["network_cpu_s_per_byte"])
         join_delay = float(cal.get("pull_join_delay_s", 0.0))
-        overhead = float(cal.get("message_overhead_s", 0.0))
+        overhead = _message_overhead(cal, workers)
     extra: dict[str, Any] = {}
     if mode == "allreduce":
         if allreduce_step_path is None:

@@ -220,7 +220,7 @@ CREATE TABLE testbed_predictions (
     steps_per_s_hi   DOUBLE,            -- phase band, upper end
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
-    message_overhead_s DOUBLE,          -- software cost of one ring all-reduce message, added to the latency to make alpha (calibrated; 0 without allreduce points)
+    message_overhead_s DOUBLE,          -- software cost of one ring message at this point's N, added to the latency to make alpha (calibrated; 0 at N = 1 and without allreduce points)
     sync_step_s      DOUBLE,            -- allreduce: the all-reduce path's own step, one worker alone (profile_allreduce), s
     profile_compute_s DOUBLE,           -- allreduce: the PS profile's compute per step it replaces, s
     start_offsets_s  DOUBLE[][],        -- the measured episodes' start offsets, simulated one run each

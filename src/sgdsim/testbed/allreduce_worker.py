@@ -34,6 +34,12 @@ a ``tf.function`` that runs 1 and then R chained all-reduces of a 4-float
 tensor, and writes ``{"one_s": [...], "many_s": [...], "repeats": R}``
 (seconds per call): the slope is one small all-reduce's latency.
 
+With ``--probe-step`` the worker trains a model of one 4-float variable
+(gradient, all-reduce, update: a training step with nothing to compute) for
+``--warmup-steps`` and then ``--steps`` steps, with ``--spec``'s thread
+pools, and writes ``{"step_end_times": [...]}``: at P workers less alone,
+what the all-reduce of a real training step costs beyond its bytes.
+
 A step ends when its loss is back on the host (``.numpy()``), i.e. after the
 all-reduce and the update. Exit code 1 on any error, 3 when ``--lifetime``
 seconds ran out (a peer that never joins must not hang the run).
@@ -244,6 +250,46 @@ def run_probe(
         tmp.write_text(json.dumps({"task": task, "repeats": repeats, "floats": floats, **timings}))
 
 
+def run_step_probe(
+    workers: list[str], task: int, steps: int, warmup_steps: int, out: Path, spec: ProfileSpec
+) -> None:
+    """Train a model of one 4-float variable for ``warmup_steps + steps`` steps as
+    worker ``task`` of ``workers`` (each step: the loss's gradient, its
+    all-reduce, the update, the loss back on the host), with ``spec``'s thread
+    pools, and write the timed steps' end times (epoch s) to ``out``.
+
+    Raises:
+        ValueError: ``steps`` < 2 or ``warmup_steps`` < 0.
+    """
+    if steps < 2 or warmup_steps < 0:
+        raise ValueError(f"need steps >= 2 and warmup_steps >= 0, got {steps}, {warmup_steps}")
+    tf = _threads(spec)
+    strategy = _strategy(workers, task)
+    with strategy.scope():
+        v = tf.Variable(tf.ones([4]))
+
+    def replica() -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(v * v) * 1e-6
+        grad = tape.gradient(loss, v)
+        grad = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grad)
+        v.assign_sub(0.01 * grad)
+        return loss
+
+    @tf.function
+    def step() -> Any:
+        return strategy.experimental_local_results(strategy.run(replica))[0]
+
+    for _ in range(warmup_steps):
+        step().numpy()
+    ends = []
+    for _ in range(steps):
+        step().numpy()
+        ends.append(time.time())
+    with atomic_path(out) as tmp:
+        tmp.write_text(json.dumps({"task": task, "step_end_times": ends}))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--spec", required=True, help="ProfileSpec as JSON")
@@ -260,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop", type=Path, default=None, help="file with the step count to stop at")
     p.add_argument("--probe", type=int, default=0, help="R: time small all-reduces instead")
     p.add_argument("--probe-floats", type=int, default=4, help="float32 per probed tensor")
+    p.add_argument(
+        "--probe-step", action="store_true", help="time training steps of a 4-float model instead"
+    )
     a = p.parse_args(argv)
     timer = threading.Timer(a.lifetime, lambda: os._exit(3))
     timer.daemon = True
@@ -267,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.probe:
             run_probe(a.workers.split(","), a.task, a.steps, a.probe, a.out, a.probe_floats)
+        elif a.probe_step:
+            spec = ProfileSpec(**json.loads(a.spec))
+            run_step_probe(a.workers.split(","), a.task, a.steps, a.warmup_steps, a.out, spec)
         else:
             spec = ProfileSpec(**json.loads(a.spec))
             run_worker(

@@ -394,6 +394,126 @@ def ring_message_overhead(
 
 
 @dataclass(frozen=True)
+class RingStep:
+    """What the all-reduce of a training step costs beyond its bytes, at P workers.
+
+    Attributes:
+        step_s: mean seconds per step of ``workers`` workers training a 4-float
+            model through the ring (task 0's step ends, first to last).
+        alone_s: the same model's step with one worker (no peer: no message).
+        message_s: (``step_s`` − ``alone_s``) / (2 (P − 1)): one of the ring's
+            sequential steps, launching and finishing the collective included.
+        overhead_s: ``message_s`` less the network's one-way latency, at least
+            0: ``simulation.allreduce.message_overhead_s`` for P workers.
+        workers: P.
+        bandwidth_bps, latency_s: the testbed network it ran on.
+    """
+
+    step_s: float
+    alone_s: float
+    message_s: float
+    overhead_s: float
+    workers: int
+    bandwidth_bps: float
+    latency_s: float
+
+
+def ring_step_overhead(
+    bandwidth_bps: float,
+    latency_s: float = 0.0,
+    workers: int = 2,
+    spec: Any = None,
+    steps: int = 300,
+    warmup_steps: int = 10,
+    mtu: int = DEFAULT_MTU,
+    queue: str = DEFAULT_QUEUE,
+    buffer_bytes: int | None = None,
+    timeout_s: float = 240.0,
+) -> RingStep:
+    """Measure α for ``workers`` workers as a training step sees it.
+
+    ``workers`` real ``MultiWorkerMirroredStrategy`` workers (RING, ``spec``'s
+    thread pools, one per namespace of a testbed at ``bandwidth_bps`` with
+    ``mtu``, ``queue`` and ``buffer_bytes``) train a model of one 4-float
+    variable (``--probe-step`` of :mod:`sgdsim.testbed.allreduce_worker`) for
+    ``warmup_steps`` + ``steps`` steps; one worker alone on loopback trains
+    it too. The difference of their mean steps is what the step's all-reduce
+    costs beyond its 16 bytes: the 2 (P − 1) sequential ring steps, each the
+    network's latency plus the software's per-message cost, the collective's
+    launch in every step and, with P workers on one host, their waiting on
+    each other's cores. Unlike :func:`ring_message_overhead` (chained
+    all-reduces in one call) it is measured at the P it is used for. The
+    α–β model of a ring all-reduce (2 (P − 1) α + 2 (P − 1)/P · bytes · β) is
+    the one of Shi, Wang and Chu, ICPADS 2018.
+
+    Raises:
+        TestbedUnavailable: the testbed cannot run here.
+        CalibrationError: a worker failed or a run took over ``timeout_s``.
+        ValueError: ``bandwidth_bps`` not > 0, ``workers`` < 2 or ``steps`` < 2.
+    """
+    if not bandwidth_bps > 0 or workers < 2 or steps < 2:
+        raise ValueError(
+            "need bandwidth_bps > 0, workers >= 2 and steps >= 2, got "
+            f"{bandwidth_bps}, {workers}, {steps}"
+        )
+    from sgdsim.profiling.spec import ProfileSpec
+    from sgdsim.testbed.allreduce import RING_PORT
+
+    spec = spec if spec is not None else ProfileSpec(model="probe")
+    env = child_env()
+
+    def argv(addr: str, k: int, out: Path) -> list[str]:
+        return [
+            sys.executable, "-m", "sgdsim.testbed.allreduce_worker",
+            "--spec", spec.to_json(), "--workers", addr, "--task", str(k),
+            "--steps", str(steps), "--warmup-steps", str(warmup_steps), "--probe-step",
+            "--out", str(out), "--lifetime", f"{timeout_s + 30:.0f}",
+        ]  # fmt: skip
+
+    def mean_step(out: Path) -> float:
+        ends = json.loads(out.read_text())["step_end_times"]
+        return (ends[-1] - ends[0]) / (len(ends) - 1)
+
+    with tempfile.TemporaryDirectory(prefix="sgdsim-ringstep-") as tmp:
+        alone_out = Path(tmp) / "alone.json"
+        (port,) = free_ports(1)
+        procs = {"w0": spawn(argv(f"127.0.0.1:{port}", 0, alone_out), env)}
+        try:
+            wait_workers(procs, 1, time.monotonic() + timeout_s)
+            alone = mean_step(alone_out)
+        except (MeasurementError, OSError, ValueError) as e:
+            raise CalibrationError(f"ring step probe, one worker: {e}") from e
+        finally:
+            stop(procs["w0"])
+        with Testbed(
+            workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
+        ) as tb:
+            addr = ",".join(f"{tb.address(f'w{k}')}:{RING_PORT}" for k in range(workers))
+            outs = [Path(tmp) / f"w{k}.json" for k in range(workers)]
+            procs = {
+                f"w{k}": tb.popen(f"w{k}", argv(addr, k, outs[k]), env=env) for k in range(workers)
+            }
+            try:
+                wait_workers(procs, workers, time.monotonic() + timeout_s)
+                step = mean_step(outs[0])
+            except (MeasurementError, OSError, ValueError) as e:
+                raise CalibrationError(f"ring step probe, {workers} workers: {e}") from e
+            finally:
+                for p in procs.values():
+                    stop(p)
+    message = max(0.0, step - alone) / (2 * (workers - 1))
+    return RingStep(
+        step_s=step,
+        alone_s=alone,
+        message_s=message,
+        overhead_s=max(0.0, message - latency_s),
+        workers=workers,
+        bandwidth_bps=bandwidth_bps,
+        latency_s=latency_s,
+    )
+
+
+@dataclass(frozen=True)
 class AllReduceStep:
     """One ``MultiWorkerMirroredStrategy`` worker training alone (N = 1).
 
