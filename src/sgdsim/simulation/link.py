@@ -201,6 +201,7 @@ class PSLink:
         while h[0][3] != conns[h[0][2]].version:
             heapq.heappop(h)
         head_end, _, key, _ = h[0]
+        self.last_conn = key
         c = conns[key]
         size, payload = c.flows.popleft()
         self.bytes_done += size
@@ -209,7 +210,7 @@ class PSLink:
             c.head_end = head_end + c.flows[0][0]
             heapq.heapreplace(h, (c.head_end, self._seq, key, c.version))
             self._seq += 1
-        else:  # its entry, now stale, stays on top for refill() to replace
+        else:  # its entry, now stale, stays on top for refill() (or next_departure) to drop
             self.active_conns = k - 1
         return payload
 
@@ -236,47 +237,11 @@ class PSLink:
             heapq.heappush(h, entry)
 
     def pop_next(self, now: float) -> tuple[Any, Any, float | None]:
-        """Pop the departing flow at ``now``; return (payload, connection, next departure).
-
-        The same as :meth:`pop` followed by :meth:`next_departure`, in one call
-        (the simulator's inner loop).
+        """Pop the departing flow at ``now``; return (payload, connection, next departure):
+        :meth:`pop_head` then :meth:`next_departure`, in one call.
         """
-        # advance the clocks to now
-        k = self.active_conns
-        if k:
-            dt = now - self.t
-            if self.capacity / k < self.max_rate:
-                self.g += dt * self.capacity / k
-            else:
-                self.g += dt * self.max_rate
-            self.busy_s += dt
-        self.t = now
-        h = self._heap
-        conns = self._conns
-        while h[0][3] != conns[h[0][2]].version:
-            heapq.heappop(h)
-        head_end, _, key, _ = h[0]
-        c = conns[key]
-        size, payload = c.flows.popleft()
-        self.bytes_done += size
-        c.version += 1
-        if c.flows:
-            c.head_end = head_end + c.flows[0][0]
-            heapq.heapreplace(h, (c.head_end, self._seq, key, c.version))
-            self._seq += 1
-        else:
-            heapq.heappop(h)
-            k -= 1
-            self.active_conns = k
-        while h and h[0][3] != conns[h[0][2]].version:
-            heapq.heappop(h)
-        if not h:
-            return payload, key, None
-        gap = h[0][0] - self.g
-        gap = gap if gap > 0.0 else 0.0
-        if self.capacity / k < self.max_rate:
-            return payload, key, now + gap * k / self.capacity
-        return payload, key, now + gap / self.max_rate
+        payload = self.pop_head(now)
+        return payload, self.last_conn, self.next_departure()
 
     def pop(self, now: float) -> Any:
         """Remove and return the payload of the next flow to leave (at time ``now``)."""
