@@ -204,6 +204,20 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
         assert all(cal["ring_step_s"][n] > cal["ring_alone_step_s"][n] for n in ring)
         for n, used, sync_path in alpha:
             assert sync_path and used == (cal["message_overhead_s"][str(n)] if n > 1 else 0.0)
+    # each allreduce point is predicted from one worker timed alone by its own
+    # measure job, right before the run (the VM's speed moves over minutes)
+    steps = con.execute(
+        "SELECT model, hardware, network, policy, workers, sync_step_s "
+        "FROM testbed_predictions WHERE mode = 'allreduce'"
+    ).fetchall()
+    assert steps
+    for model, hardware, network, policy, n, step_s in steps:
+        point = f"{hardware}/{model}/{network}/{policy}/allreduce/w{n}"
+        timed_path = tiny_run / "results/validation/allreduce_step" / f"{point}.json"
+        timed = json.loads(timed_path.read_text())
+        assert step_s == timed["step_s"] > 0
+        log = (tiny_run / "results/logs/measure" / f"{point}.log").read_text()
+        assert log.index("[profile_allreduce]") < log.index("allreduce worker(s) on")
     # every measured run recorded its step ends and the machine's CPU over the window
     runs = con.execute(
         "SELECT step_end_times, cpu_busy, cpu_steal, shaper_drops, background_busy "

@@ -114,9 +114,10 @@ def validation_prediction_files():
 
 
 def allreduce_step_file(wildcards):
-    """The all-reduce path's own step time of the point's model: allreduce points only."""
+    """The all-reduce path's own step time, timed by the point's measure job right
+    before its run (allreduce points only)."""
     if wildcards.mode != "allreduce":
         return []
-    return (
-        f"results/validation/allreduce_step/{wildcards.hardware}/{wildcards.model}.json"
-    )
+    w = wildcards
+    point = f"{w.hardware}/{w.model}/{w.network}/{w.policy}/{w.mode}/w{w.workers}"
+    return f"results/validation/allreduce_step/{point}.json"

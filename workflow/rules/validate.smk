@@ -1,5 +1,5 @@
 rule measure:
-    """Real training on the emulated network: async or sync_ps (one PS, N workers) or allreduce (N workers)."""
+    """Real training on the emulated network: async or sync_ps (one PS, N workers)."""
     input:
         workload=rules.normalize.output.workload,
         profile=rules.normalize.output.tables,
@@ -7,6 +7,8 @@ rule measure:
         measurement="results/validation/measurements/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
     log:
         "results/logs/measure/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.log",
+    wildcard_constraints:
+        mode="async|sync_ps",
     conda:
         "../../environment.yml"
     threads: node_cores  # alone on the node: every testbed host shares its cores
@@ -33,20 +35,26 @@ rule calibrate_testbed:
         "../scripts/calibrate_testbed.py"
 
 
-rule profile_allreduce:
-    """The all-reduce path's own step: one MultiWorkerMirroredStrategy worker alone on loopback."""
+rule measure_allreduce:
+    """Real ring all-reduce training of N workers, right after timing one worker alone."""
+    input:
+        workload=rules.normalize.output.workload,
+        profile=rules.normalize.output.tables,
     output:
-        step="results/validation/allreduce_step/{hardware}/{model}.json",
+        measurement="results/validation/measurements/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
+        step="results/validation/allreduce_step/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.json",
     log:
-        "results/logs/profile_allreduce/{hardware}/{model}.log",
+        "results/logs/measure/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.log",
+    wildcard_constraints:
+        mode="allreduce",
     conda:
         "../../environment.yml"
-    threads: node_cores  # alone on the node: it times compute
+    threads: node_cores  # alone on the node: it times compute, then shares the cores
     resources:
-        mem_mb=profile_mem_mb,
-        runtime=profile_runtime,
+        mem_mb=8000,
+        runtime=25,
     script:
-        "../scripts/profile_allreduce.py"
+        "../scripts/measure.py"
 
 
 rule predict_testbed:

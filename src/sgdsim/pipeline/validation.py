@@ -514,6 +514,8 @@ def profile_allreduce_stage(
 ) -> None:
     """Time the ``allreduce`` path's own step for ``model`` on ``hardware`` (JSON).
 
+    The pipeline's ``measure_allreduce`` job runs it right before the
+    point's N-worker measurement, so that both see the VM at the same speed.
     ``profile.runs`` independent runs (a fresh process each, as the PS profile
     pools them: a step's time varies more between launches than within one),
     each one ``MultiWorkerMirroredStrategy`` worker training alone on loopback
