@@ -794,14 +794,14 @@ class FastFifoRun:
         base = rec[:, 0]
         lo, hi, conn = rec[:, 1:4].T.astype(np.int64)
         # positions with tag ≤ x; all that have left (gone) in any case
-        cut = np.searchsorted(self.pos_bytes_a, x - base, "right") - 1
+        cut = self.pos_bytes_a.searchsorted(x - base, "right") - 1
         np.maximum(cut, lo, out=cut)
         np.minimum(cut, hi, out=cut)
         np.maximum(
             cut, np.minimum(hi, np.fromiter(self.gone, np.int64, self.workers)[conn]), out=cut
         )
         lens = cut - lo
-        ends = np.cumsum(lens)
+        ends = lens.cumsum()
         if ends[-1]:
             self._apply_updates(rec, lo, lens, ends)
         rec[:, 1] = cut
@@ -833,17 +833,21 @@ class FastFifoRun:
         """The PS applies positions ``lo … lo + lens − 1`` of each record of ``rec``
         (``ends``: cumulative ``lens``), in tag order (see ``settle``)."""
         total = int(ends[-1])
-        # the positions in join order; a stable sort by (tag, head tag) keeps it for ties
-        pos = np.arange(total) + np.repeat(lo - (ends - lens), lens)
-        r = np.repeat(rec, lens, axis=0)  # each position's record
+        # the positions in join order; a stable sort by (tag, head tag) keeps it for
+        # ties (one sort by tag where no two tags are equal, the common case)
+        pos = np.arange(total) + (lo - (ends - lens)).repeat(lens)
+        r = rec.repeat(lens, axis=0)  # each position's record
         b = r[:, 0]
-        tags = b + self.pos_bytes_a[pos + 1]
-        o = np.lexsort((b + self.pos_bytes_a[pos], tags))
-        tags = tags[o]
+        tags_j = b + self.pos_bytes_a[pos + 1]  # in join order
+        o = tags_j.argsort(kind="stable")
+        tags = tags_j[o]
+        if (tags[1:] == tags[:-1]).any():  # equal tags: the head tag decides
+            o = np.lexsort((b + self.pos_bytes_a[pos], tags_j))
+            tags = tags_j[o]
         # arrival at the PS: g⁻¹(tag) on the last breakpoint before the tag
         n_log = len(self.up_g) - self.log_from
         gl = np.fromiter(self.up_g[self.log_from :], np.float64, n_log)
-        i = np.searchsorted(gl, tags, "left") - 1
+        i = gl.searchsorted(tags, "left") - 1
         np.maximum(i, 0, out=i)
         gap = tags - gl[i]
         np.maximum(gap, 0.0, out=gap)
@@ -854,7 +858,7 @@ class FastFifoRun:
         # idles, so a zero-byte push's tag is also that of the last departure
         np.maximum(arrive, r[o, 4], out=arrive)
         u = self.pos_update_a[pos[o]]
-        u_sum = np.cumsum(u)
+        u_sum = u.cumsum()
         m = arrive - (u_sum - u)
         if m[0] < self.ps_free:
             m[0] = self.ps_free
