@@ -349,7 +349,8 @@ class AsyncPSModel:
         shards = workload.ps_tasks
         self.sharded = shards > 1
         n_nodes = -(-workers // workers_per_node)
-        self.topology = StarTopology(self.sim, network, shards, n_nodes, link_quantum_bytes)
+        solo = self.fifo or workers == 1  # one connection per shard and direction
+        self.topology = StarTopology(self.sim, network, shards, n_nodes, link_quantum_bytes, solo)
         # a node's cores are modelled when workers share them or the pull gap runs on them
         n_cores = n_nodes if self.shared_cpu else 0
         self.cores = [NodeCores(self.sim, compute_slots) for _ in range(n_cores)]

@@ -262,6 +262,85 @@ class PSLink:
         return payload
 
 
+class SoloLink:
+    """One direction of a NIC that a single connection uses, one flow at a time.
+
+    :class:`PSLink` with one connection: processor sharing with ``k ≤ 1`` is a
+    plain server, the flow leaving ``bytes / capacity`` after it joins. The
+    virtual clock ``G`` is kept and the departure computed as
+    :class:`PSLink` computes it (``t + (G_end − G) / C``, ``G_end = G + bytes``),
+    so both give bit-identical times; without the heap, the per-connection
+    queues and the entry versions. Used where one connection per direction
+    exists (one worker, or every worker on one connection under the ``fifo``
+    PS discipline), which sends its next flow only when the previous left.
+
+    Args:
+        capacity_Bps: capacity in bytes/s (> 0).
+
+    Attributes:
+        busy_s: time with a flow on the link, seconds.
+        bytes_done: bytes of all flows that have left.
+    """
+
+    __slots__ = ("busy_s", "bytes_done", "capacity", "g", "head_end", "payload", "size", "t")
+
+    def __init__(self, capacity_Bps: float) -> None:
+        if not capacity_Bps > 0:
+            raise ValueError(f"link capacity must be > 0 bytes/s, got {capacity_Bps}")
+        self.capacity = float(capacity_Bps)
+        self.g = 0.0  # bytes served since the start (PSLink's virtual clock at k = 1)
+        self.t = 0.0
+        self.head_end = 0.0  # G at which the flow on the link leaves
+        self.size = 0.0
+        self.payload: Any = None
+        self.busy_s = 0.0
+        self.bytes_done = 0.0
+
+    @property
+    def active(self) -> int:
+        """Number of flows on the link (0 or 1)."""
+        return 0 if self.payload is None else 1
+
+    def add(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> bool:
+        """A flow of ``size_bytes`` joins the idle link at ``now`` (s); True (its
+        departure time is new).
+
+        Raises:
+            ValueError: a flow is on the link already, or ``payload`` is None.
+        """
+        if self.payload is not None or payload is None:
+            raise ValueError("SoloLink carries one flow (payload not None) at a time")
+        self.t = now
+        self.size = size_bytes
+        self.payload = payload
+        self.head_end = self.g + size_bytes
+        return True
+
+    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> None:
+        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s)."""
+        self.size = size_bytes
+        self.payload = payload
+        self.head_end = self.g + size_bytes
+
+    def next_departure(self) -> float | None:
+        """Real time at which the flow leaves, or None if the link is idle."""
+        if self.payload is None:
+            return None
+        gap = self.head_end - self.g
+        return self.t + (gap if gap > 0.0 else 0.0) / self.capacity
+
+    def pop_head(self, now: float) -> Any:
+        """Remove the flow leaving at ``now`` (s); return its payload."""
+        dt = now - self.t
+        self.g += dt * self.capacity
+        self.busy_s += dt
+        self.t = now
+        self.bytes_done += self.size
+        payload = self.payload
+        self.payload = None
+        return payload
+
+
 class _Flow:
     __slots__ = ("a", "b", "conn", "left", "payload", "rate", "seq", "size")
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from sgdsim.simulation.core import DEPART, Simulation
-from sgdsim.simulation.link import MaxMinLink, PSLink, RoundRobinLink
+from sgdsim.simulation.link import MaxMinLink, PSLink, RoundRobinLink, SoloLink
 from sgdsim.simulation.workload import Network
 
 DOWN, UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
@@ -60,7 +60,9 @@ class StarTopology:
     bottleneck in each direction, and the link is the virtual-time
     :class:`~sgdsim.simulation.link.PSLink` (processor sharing between
     connections, FIFO within each) or, given a quantum, the
-    :class:`~sgdsim.simulation.link.RoundRobinLink`; with several shards a
+    :class:`~sgdsim.simulation.link.RoundRobinLink`, or with one connection
+    per direction (``solo``) the plain server
+    :class:`~sgdsim.simulation.link.SoloLink`; with several shards a
     node's NIC can bind too, and each direction is a
     :class:`~sgdsim.simulation.link.MaxMinLink` over all NICs.
 
@@ -74,6 +76,8 @@ class StarTopology:
         shards: PS shards (≥ 1).
         nodes: worker nodes (≥ 1).
         quantum_bytes: with one shard, the round-robin quantum (0: processor sharing).
+        solo: with one shard and no quantum, one connection per direction uses
+            the link, sending one flow at a time.
     """
 
     __slots__ = (
@@ -88,7 +92,13 @@ class StarTopology:
     )
 
     def __init__(
-        self, sim: Simulation, network: Network, shards: int, nodes: int, quantum_bytes: float
+        self,
+        sim: Simulation,
+        network: Network,
+        shards: int,
+        nodes: int,
+        quantum_bytes: float,
+        solo: bool = False,
     ) -> None:
         self.shards = shards
         self.nodes = nodes
@@ -98,10 +108,12 @@ class StarTopology:
             links = [MaxMinLink(cap, shards + nodes) for _ in (DOWN, UP)]
         elif quantum_bytes > 0:
             links = [RoundRobinLink(cap, quantum_bytes) for _ in (DOWN, UP)]
+        elif solo:
+            links = [SoloLink(cap), SoloLink(cap)]
         else:
             links = [PSLink(cap), PSLink(cap)]
         self.links = links
-        self._refill = isinstance(links[0], PSLink)  # PSLink.refill after pop_head
+        self._refill = isinstance(links[0], PSLink | SoloLink)  # refill after pop_head
         self._adds = [link.add for link in links]
         self._ports = [_Port(sim, link) for link in links]
         self._departs = [self._depart_down, self._depart_up]
