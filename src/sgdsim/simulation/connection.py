@@ -120,18 +120,17 @@ class Connection:
         """
         self.busy = False
         d = self.direction
-        self.ps.on_wire[d] -= 1
+        ps = self.ps
+        ps.on_wire[d] -= 1
         queue = self.queue
-        queue.done(unit)
+        if queue.tracks_done:
+            queue.done(unit)
         m = self.model
-        _, w, step, items = unit
         if m.trace is not None:
-            kind = PULL if d == DOWN else PUSH
-            rec: Any = (kind, w, items[0][0], self.since, now)
-            m.trace.append((*rec, self.ps.shard) if m.sharded else rec)
-        worker = m.workers[w]
+            self._trace(now, unit)
+        _, w, step, items = unit
         if d == DOWN:
-            worker.pulls_arrived(now, step, items)
+            m.workers[w].pulls_arrived(now, step, items)
             if m.pull_gap_s > 0 and len(queue):
                 self.busy = True  # the next pull waits for the control message
                 if m.pull_gap_cpu:
@@ -139,20 +138,27 @@ class Connection:
                 else:
                     m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
                 return None
+            if m.join_delay_s and not self.busy:
+                self.kick(now)  # the step's first pull may wait
+                return None
         else:
-            worker.pushes_arrived(now, step, items, self.ps)
+            m.workers[w].pushes_arrived(now, step, items, ps)
         if self.busy:
-            return None
-        if d == DOWN and m.join_delay_s:
-            self.kick(now)  # the step's first pull may wait
             return None
         nxt = queue.take(m.block_budget)  # None if the queue is empty
         if nxt is None:
             return None
         self.busy = True  # as wire(now, nxt), the topology putting it on the link
         self.since = now
-        self.ps.on_wire[d] += 1
+        ps.on_wire[d] += 1
         return nxt
+
+    def _trace(self, now: float, unit: Unit) -> None:
+        """Record ``unit``'s transfer, from ``since`` to ``now`` (s)."""
+        m = self.model
+        kind = PULL if self.direction == DOWN else PUSH
+        rec: Any = (kind, unit[1], unit[3][0][0], self.since, now)
+        m.trace.append((*rec, self.ps.shard) if m.sharded else rec)  # type: ignore[union-attr]
 
     def gap_over(self, now: float, _: Any = None) -> None:
         """The control message of the pull gap is through: send the next pull."""
