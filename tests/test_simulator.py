@@ -105,7 +105,7 @@ def test_solo_link_departs_exactly_as_ps_link_with_one_connection(flows):
     for i, (idle, size, refill) in enumerate(flows):
         if refill and i:
             ps.refill(now, size, i, "c")
-            solo.refill(now, size, i, "c")
+            assert solo.refill(now, size, i, "c") == ps.next_departure()
         else:
             now += idle
             assert ps.add(now, size, i, "c") is solo.add(now, size, i, "c") is True
@@ -134,7 +134,7 @@ def test_fair_link_departs_exactly_as_ps_link_one_flow_per_connection(ops):
     for i, (c, gap, size, refill) in enumerate(ops):
         if refill and popped is not None:  # right after the pop, at the same instant
             ps.refill(now, size, (popped, i), popped)
-            fair.refill(now, size, (popped, i), popped)
+            assert fair.refill(now, size, (popped, i), popped) == ps.next_departure()
             busy.add(popped)
             popped = None
             continue

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sgdsim.simulation.chrome_trace import PULL, PUSH
 from sgdsim.simulation.core import JOIN
 from sgdsim.simulation.policies import Queue, Unit
-from sgdsim.simulation.topology import DOWN
+from sgdsim.simulation.topology import DOWN, UP
 
 if TYPE_CHECKING:
     from sgdsim.simulation.engine import AsyncPSModel
@@ -118,39 +118,18 @@ class Connection:
             route (the topology puts it there); None if the connection is
             idle, waits (pull gap, join delay) or has sent it itself.
         """
-        self.busy = False
-        d = self.direction
-        ps = self.ps
-        ps.on_wire[d] -= 1
-        queue = self.queue
-        if queue.tracks_done:
-            queue.done(unit)
-        m = self.model
-        if m.trace is not None:
-            self._trace(now, unit)
-        _, w, step, items = unit
-        if d == DOWN:
-            m.workers[w].pulls_arrived(now, step, items)
-            if m.pull_gap_s > 0 and len(queue):
-                self.busy = True  # the next pull waits for the control message
-                if m.pull_gap_cpu:
-                    m.cores_of(w).run(now, m.pull_gap_s, self.gap_over, ("gap", w))
-                else:
-                    m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
-                return None
-            if m.join_delay_s and not self.busy:
-                self.kick(now)  # the step's first pull may wait
-                return None
-        else:
-            m.workers[w].pushes_arrived(now, step, items, ps)
+        raise NotImplementedError  # PullConnection, PushConnection
+
+    def _next(self, now: float) -> Unit | None:
+        """The next unit to go on the wire at ``now`` after an arrival, if any."""
         if self.busy:
             return None
-        nxt = queue.take(m.block_budget)  # None if the queue is empty
+        nxt = self.queue.take(self.model.block_budget)  # None if the queue is empty
         if nxt is None:
             return None
         self.busy = True  # as wire(now, nxt), the topology putting it on the link
         self.since = now
-        ps.on_wire[d] += 1
+        self.ps.on_wire[self.direction] += 1
         return nxt
 
     def _trace(self, now: float, unit: Unit) -> None:
@@ -164,3 +143,58 @@ class Connection:
         """The control message of the pull gap is through: send the next pull."""
         self.busy = False
         self.kick(now)
+
+
+class PullConnection(Connection):
+    """A worker's connection from a PS shard (DOWN): pulls, with the pull gap and
+    the join delay."""
+
+    __slots__ = ()
+
+    def __init__(self, model: AsyncPSModel, ps: ParameterServer, queue: Queue):
+        super().__init__(model, DOWN, ps, queue)
+
+    def on_arrival(self, now: float, unit: Unit) -> Unit | None:
+        self.busy = False
+        self.ps.on_wire[DOWN] -= 1
+        queue = self.queue
+        if queue.tracks_done:
+            queue.done(unit)
+        m = self.model
+        if m.trace is not None:
+            self._trace(now, unit)
+        _, w, step, items = unit
+        m.workers[w].pulls_arrived(now, step, items)
+        if m.pull_gap_s > 0 and len(queue):
+            self.busy = True  # the next pull waits for the control message
+            if m.pull_gap_cpu:
+                m.cores_of(w).run(now, m.pull_gap_s, self.gap_over, ("gap", w))
+            else:
+                m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
+            return None
+        if m.join_delay_s and not self.busy:
+            self.kick(now)  # the step's first pull may wait
+            return None
+        return self._next(now)
+
+
+class PushConnection(Connection):
+    """A worker's connection to a PS shard (UP): pushes, which the shard applies."""
+
+    __slots__ = ()
+
+    def __init__(self, model: AsyncPSModel, ps: ParameterServer, queue: Queue):
+        super().__init__(model, UP, ps, queue)
+
+    def on_arrival(self, now: float, unit: Unit) -> Unit | None:
+        self.busy = False
+        ps = self.ps
+        ps.on_wire[UP] -= 1
+        queue = self.queue
+        if queue.tracks_done:
+            queue.done(unit)
+        m = self.model
+        if m.trace is not None:
+            self._trace(now, unit)
+        m.workers[unit[1]].pushes_arrived(now, unit[2], unit[3], ps)
+        return self._next(now)

@@ -28,7 +28,12 @@ import numpy as np
 
 from sgdsim.simulation import policies as pol
 from sgdsim.simulation.chrome_trace import TraceRecord
-from sgdsim.simulation.connection import Connection, ParameterServer
+from sgdsim.simulation.connection import (
+    Connection,
+    ParameterServer,
+    PullConnection,
+    PushConnection,
+)
 from sgdsim.simulation.core import STEP_START, Simulation
 from sgdsim.simulation.topology import DOWN, UP, NodeCores, StarTopology
 from sgdsim.simulation.worker import STEP_SHIFT, Worker
@@ -365,9 +370,10 @@ class AsyncPSModel:
     def _connections(self, d: int, spec: pol.PolicySpec, workers: int) -> list[list[Connection]]:
         """Per shard, the connection of each worker (one shared one under ``fifo``)."""
         make = spec.pull_queue if d == DOWN else spec.push_queue
+        cls = PullConnection if d == DOWN else PushConnection
         if self.fifo:
-            return [[Connection(self, d, ps, make())] * workers for ps in self.ps]
-        return [[Connection(self, d, ps, make()) for _ in range(workers)] for ps in self.ps]
+            return [[cls(self, ps, make())] * workers for ps in self.ps]
+        return [[cls(self, ps, make()) for _ in range(workers)] for ps in self.ps]
 
     def connection(self, d: int, shard: int, w: int) -> Connection:
         """Worker ``w``'s connection to ``shard`` in direction ``d``."""

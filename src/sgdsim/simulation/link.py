@@ -313,20 +313,35 @@ class FairLink:
             self.g += dt * self.capacity / k
             self.busy_s += dt
         self.t = now
-        self.refill(now, size_bytes, payload, conn)
-        return True
-
-    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> None:
-        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s): the
-        clocks are there already; the new entry replaces the departed one's."""
         entry = (self.g + size_bytes, self._seq, size_bytes, payload)
         self._seq += 1
-        self.k += 1
+        self.k = k + 1
         if self._stale:
             self._stale = False
             heapq.heapreplace(self._heap, entry)
         else:
             heapq.heappush(self._heap, entry)
+        return True
+
+    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> float:
+        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s): the
+        clocks are there already; the new entry replaces the departed one's.
+
+        Returns:
+            The next departure, seconds (as :meth:`next_departure`).
+        """
+        g = self.g
+        entry = (g + size_bytes, self._seq, size_bytes, payload)
+        self._seq += 1
+        k = self.k = self.k + 1
+        h = self._heap
+        if self._stale:
+            self._stale = False
+            heapq.heapreplace(h, entry)
+        else:
+            heapq.heappush(h, entry)
+        gap = h[0][0] - g
+        return self.t + (gap if gap > 0.0 else 0.0) * k / self.capacity
 
     def next_departure(self) -> float | None:
         """Real time at which the next flow leaves if nothing else joins, or None."""
@@ -413,11 +428,15 @@ class SoloLink:
         self.head_end = self.g + size_bytes
         return True
 
-    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> None:
-        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s)."""
+    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> float:
+        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s); returns
+        the flow's departure, seconds (as :meth:`next_departure`)."""
         self.size = size_bytes
         self.payload = payload
-        self.head_end = self.g + size_bytes
+        g = self.g
+        self.head_end = end = g + size_bytes
+        gap = end - g
+        return self.t + (gap if gap > 0.0 else 0.0) / self.capacity
 
     def next_departure(self) -> float | None:
         """Real time at which the flow leaves, or None if the link is idle."""

@@ -150,22 +150,24 @@ class StarTopology:
         if version != port.version:
             return True  # stale: the link changed since
         link, sim, bit = port.link, port.sim, 1 << d
+        refill, events = self._refill, sim.heap
         while True:
             conn, unit = link.pop_head(now)
             self._deferred = bit
             nxt = conn.on_arrival(now, unit)
-            if nxt is not None:  # the connection's next unit, on the same link
-                if self._refill:
-                    link.refill(now, nxt[0], (conn, nxt), conn)
-                else:
-                    src, dst = conn.route(nxt)
-                    self.transfer(now, src, dst, nxt[0], nxt, conn)
+            if nxt is None:
+                t = link.next_departure()
+            elif refill:  # the connection's next unit, on the same link
+                t = link.refill(now, nxt[0], (conn, nxt), conn)
+            else:
+                src, dst = conn.route(nxt)
+                self.transfer(now, src, dst, nxt[0], nxt, conn)
+                t = link.next_departure()
             deferred = self._deferred
             self._deferred = 0
             if deferred != bit:
                 break
-            t = link.next_departure()
-            if t is None or t >= sim.peek():
+            if t is None or (events and t >= events[0][0]):  # not before the next event
                 port.version += 1  # as port.reschedule, with t known
                 if t is not None:
                     sim.schedule(t, DEPART, port.action, port.version)
