@@ -120,18 +120,6 @@ class Connection:
         """
         raise NotImplementedError  # PullConnection, PushConnection
 
-    def _next(self, now: float) -> Unit | None:
-        """The next unit to go on the wire at ``now`` after an arrival, if any."""
-        if self.busy:
-            return None
-        nxt = self.queue.take(self.model.block_budget)  # None if the queue is empty
-        if nxt is None:
-            return None
-        self.busy = True  # as wire(now, nxt), the topology putting it on the link
-        self.since = now
-        self.ps.on_wire[self.direction] += 1
-        return nxt
-
     def _trace(self, now: float, unit: Unit) -> None:
         """Record ``unit``'s transfer, from ``since`` to ``now`` (s)."""
         m = self.model
@@ -172,10 +160,17 @@ class PullConnection(Connection):
             else:
                 m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
             return None
-        if m.join_delay_s and not self.busy:
+        if self.busy:
+            return None
+        if m.join_delay_s:
             self.kick(now)  # the step's first pull may wait
             return None
-        return self._next(now)
+        nxt = queue.take(m.block_budget)  # None if the queue is empty
+        if nxt is not None:
+            self.busy = True  # as wire(now, nxt), the topology putting it on the link
+            self.since = now
+            self.ps.on_wire[DOWN] += 1
+        return nxt
 
 
 class PushConnection(Connection):
@@ -197,4 +192,11 @@ class PushConnection(Connection):
         if m.trace is not None:
             self._trace(now, unit)
         m.workers[unit[1]].pushes_arrived(now, unit[2], unit[3], ps)
-        return self._next(now)
+        if self.busy:
+            return None
+        nxt = queue.take(m.block_budget)  # None if the queue is empty
+        if nxt is not None:
+            self.busy = True  # as wire(now, nxt), the topology putting it on the link
+            self.since = now
+            ps.on_wire[UP] += 1
+        return nxt

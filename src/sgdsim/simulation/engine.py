@@ -85,6 +85,8 @@ class StepPlan:
             (those whose parameter no push updates), in issue order.
         matched_push: (Q,) P3: the push's update releases the next step's pull.
         release: P3: per push and push unit, the pull units of its parameter it releases.
+        release_runs: P3: the same as runs ``(shard, priority, [(bytes, items)])``, None
+            where a push unit releases nothing.
         n_gating: pushes that hold the step's end.
         base_pending: (S + 1,) pulls gated on each segment; ``base_pieces``: (P,) units per pull.
         stage_budget: (S + 1,) Prophet's block budget after each push slot, bytes.
@@ -114,6 +116,7 @@ class StepPlan:
     unmatched_pulls: list[int]
     matched_push: list[bool]
     release: list[list[list[int]]]
+    release_runs: list[list[Run | None]]
     n_gating: int
     base_pending: list[int]
     base_pieces: list[int]
@@ -194,6 +197,10 @@ class StepPlan:
             unmatched_pulls=unmatched_pulls,
             matched_push=matched_push,
             release=release,
+            release_runs=[
+                [_runs([p], *pulls, pieces)[0] if pieces else None for pieces in rel]
+                for p, rel in zip(push_param, release, strict=True)
+            ],
             n_gating=sum(1 for m in matched_push if not m),
             base_pending=base_pending,
             base_pieces=[len(x) for x in pull_pieces],
@@ -224,13 +231,16 @@ def _runs(
     prio: list[int],
     pieces: list[list[float]],
     items: list[list[tuple[tuple[int, int]]]],
+    only: list[int] | None = None,
 ) -> list[Run]:
     """The units of ``tensors`` (in that order) as runs: consecutive tensors with the
     same shard and priority join one run, so a queue takes them in one ``put_many``
-    exactly as it would take them one by one."""
+    exactly as it would take them one by one. ``only``: just these units of each."""
     runs: list[Run] = []
     for t in tensors:
         units = list(zip(pieces[t], items[t], strict=True))
+        if only is not None:
+            units = [units[i] for i in only]
         if runs and runs[-1][0] == shard[t] and runs[-1][1] == prio[t]:
             runs[-1][2].extend(units)
         else:
