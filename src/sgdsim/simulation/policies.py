@@ -285,7 +285,8 @@ class CreditQueue(PriorityQueue):
         self._release()
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
-        self._release()
+        # every put and done releases all that fits, and a take frees no credit,
+        # so nothing more can be released here
         return self._released.popleft() if self._released else None
 
     def done(self, unit: Unit) -> None:
