@@ -64,6 +64,9 @@ class Connection:
     - the join delay (``pull_join_delay_s``): a step's first pull waits that
       long if the PS NIC is sending to another worker at that moment.
 
+    The arrival differs by direction: :class:`PullConnection` (DOWN) and
+    :class:`PushConnection` (UP) implement :meth:`on_arrival`.
+
     Args:
         model: the run this connection belongs to.
         direction: DOWN (pulls) or UP (pushes).

@@ -309,9 +309,7 @@ class Worker:
         """Pieces of pushes arrived at ``ps``, which applies them in turn."""
         m, plan = self.model, self.model.plan
         for q, i in items:
-            # ps.apply, inlined (once per unit): Lindley's recursion
-            start = now if now > ps.free_at else ps.free_at
-            ps.free_at = end = start + plan.push_piece_update_s[q][i]
+            start, end = ps.apply(now, plan.push_piece_update_s[q][i])
             if m.trace is not None:
                 rec: Any = (UPDATE, self.index, q, start, end)
                 m.trace.append((*rec, ps.shard) if m.sharded else rec)
