@@ -87,6 +87,77 @@ def test_link_is_fair_between_connections_and_fifo_within():
     assert link.busy_s == pytest.approx(0.2)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 1e-2), st.floats(0.0, 1e7), st.booleans()),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_solo_link_departs_exactly_as_ps_link_with_one_connection(flows):
+    # one connection, one flow at a time: each flow joins ``idle`` s after the last
+    # left, or (refill) at the very instant; the departures are bit-identical
+    from sgdsim.simulation.link import SoloLink
+
+    ps, solo = PSLink(1.25e8), SoloLink(1.25e8)
+    now = 0.0
+    for i, (idle, size, refill) in enumerate(flows):
+        if refill and i:
+            ps.refill(now, size, i, "c")
+            assert solo.refill(now, size, i, "c") == ps.next_departure()
+        else:
+            now += idle
+            assert ps.add(now, size, i, "c") is solo.add(now, size, i, "c") is True
+        now = ps.next_departure()
+        assert solo.next_departure() == now
+        assert ps.pop_head(now) == solo.pop_head(now) == i
+    assert (ps.busy_s, ps.bytes_done) == (solo.busy_s, solo.bytes_done)
+    assert solo.next_departure() is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.floats(0.0, 1e-2), st.floats(0.0, 1e7), st.booleans()),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_fair_link_departs_exactly_as_ps_link_one_flow_per_connection(ops):
+    # flows join idle connections at given gaps, or (refill) follow the one that just
+    # left on its connection; departures, order and clocks are bit-identical
+    from sgdsim.simulation.link import FairLink
+
+    ps, fair = PSLink(1.25e8), FairLink(1.25e8)
+    now, busy, popped = 0.0, set(), None
+    for i, (c, gap, size, refill) in enumerate(ops):
+        if refill and popped is not None:  # right after the pop, at the same instant
+            ps.refill(now, size, (popped, i), popped)
+            assert fair.refill(now, size, (popped, i), popped) == ps.next_departure()
+            busy.add(popped)
+            popped = None
+            continue
+        popped = None
+        t = ps.next_departure()
+        assert fair.next_departure() == t
+        if c not in busy and (t is None or now + gap < t):
+            now += gap
+            assert ps.add(now, size, (c, i), c) is fair.add(now, size, (c, i), c) is True
+            busy.add(c)
+        elif t is not None:
+            now = t
+            conn, _ = out = ps.pop_head(now)
+            assert fair.pop_head(now) == out
+            busy.discard(conn)
+            popped = conn
+    while (t := ps.next_departure()) is not None:
+        assert fair.next_departure() == t
+        assert ps.pop_head(t) == fair.pop_head(t)
+    assert fair.next_departure() is None
+    assert (ps.busy_s, ps.bytes_done, ps.g) == (fair.busy_s, fair.bytes_done, fair.g)
+
+
 def test_identical_results_for_identical_seed():
     w = workload([0.01, 0.02, 0.01], [1e5, 2e5, 3e5], [0, 1, 2], [3e5, 1e5], [1, 2], [1e-3, 1e-3])
     a = simulate_async(w, Network(1e7, 1e-4), workers=5, steps_per_worker=8, warmup_steps=2, seed=3)

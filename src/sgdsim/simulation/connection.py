@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sgdsim.simulation.chrome_trace import PULL, PUSH
 from sgdsim.simulation.core import JOIN
 from sgdsim.simulation.policies import Queue, Unit
-from sgdsim.simulation.topology import DOWN
+from sgdsim.simulation.topology import DOWN, UP
 
 if TYPE_CHECKING:
     from sgdsim.simulation.engine import AsyncPSModel
@@ -63,6 +63,9 @@ class Connection:
       the worker's node (``pull_gap_cpu``);
     - the join delay (``pull_join_delay_s``): a step's first pull waits that
       long if the PS NIC is sending to another worker at that moment.
+
+    The arrival differs by direction: :class:`PullConnection` (DOWN) and
+    :class:`PushConnection` (UP) implement :meth:`on_arrival`.
 
     Args:
         model: the run this connection belongs to.
@@ -118,43 +121,85 @@ class Connection:
             route (the topology puts it there); None if the connection is
             idle, waits (pull gap, join delay) or has sent it itself.
         """
-        self.busy = False
-        d = self.direction
-        self.ps.on_wire[d] -= 1
-        queue = self.queue
-        queue.done(unit)
+        raise NotImplementedError  # PullConnection, PushConnection
+
+    def _trace(self, now: float, unit: Unit) -> None:
+        """Record ``unit``'s transfer, from ``since`` to ``now`` (s)."""
         m = self.model
-        _, w, step, items = unit
-        if m.trace is not None:
-            kind = PULL if d == DOWN else PUSH
-            rec: Any = (kind, w, items[0][0], self.since, now)
-            m.trace.append((*rec, self.ps.shard) if m.sharded else rec)
-        worker = m.workers[w]
-        if d == DOWN:
-            worker.pulls_arrived(now, step, items)
-            if m.pull_gap_s > 0 and len(queue):
-                self.busy = True  # the next pull waits for the control message
-                if m.pull_gap_cpu:
-                    m.cores_of(w).run(now, m.pull_gap_s, self.gap_over, ("gap", w))
-                else:
-                    m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
-                return None
-        else:
-            worker.pushes_arrived(now, step, items, self.ps)
-        if self.busy:
-            return None
-        if d == DOWN and m.join_delay_s:
-            self.kick(now)  # the step's first pull may wait
-            return None
-        nxt = queue.take(m.block_budget)  # None if the queue is empty
-        if nxt is None:
-            return None
-        self.busy = True  # as wire(now, nxt), the topology putting it on the link
-        self.since = now
-        self.ps.on_wire[d] += 1
-        return nxt
+        kind = PULL if self.direction == DOWN else PUSH
+        rec: Any = (kind, unit[1], unit[3][0][0], self.since, now)
+        m.trace.append((*rec, self.ps.shard) if m.sharded else rec)  # type: ignore[union-attr]
 
     def gap_over(self, now: float, _: Any = None) -> None:
         """The control message of the pull gap is through: send the next pull."""
         self.busy = False
         self.kick(now)
+
+
+class PullConnection(Connection):
+    """A worker's connection from a PS shard (DOWN): pulls, with the pull gap and
+    the join delay."""
+
+    __slots__ = ()
+
+    def __init__(self, model: AsyncPSModel, ps: ParameterServer, queue: Queue):
+        super().__init__(model, DOWN, ps, queue)
+
+    def on_arrival(self, now: float, unit: Unit) -> Unit | None:
+        self.busy = False
+        self.ps.on_wire[DOWN] -= 1
+        queue = self.queue
+        if queue.tracks_done:
+            queue.done(unit)
+        m = self.model
+        if m.trace is not None:
+            self._trace(now, unit)
+        _, w, step, items = unit
+        m.workers[w].pulls_arrived(now, step, items)
+        if m.pull_gap_s > 0 and len(queue):
+            self.busy = True  # the next pull waits for the control message
+            if m.pull_gap_cpu:
+                m.cores_of(w).run(now, m.pull_gap_s, self.gap_over, ("gap", w))
+            else:
+                m.sim.schedule(now + m.pull_gap_s, JOIN, self.gap_over)
+            return None
+        if self.busy:
+            return None
+        if m.join_delay_s:
+            self.kick(now)  # the step's first pull may wait
+            return None
+        nxt = queue.take(m.block_budget)  # None if the queue is empty
+        if nxt is not None:
+            self.busy = True  # as wire(now, nxt), the topology putting it on the link
+            self.since = now
+            self.ps.on_wire[DOWN] += 1
+        return nxt
+
+
+class PushConnection(Connection):
+    """A worker's connection to a PS shard (UP): pushes, which the shard applies."""
+
+    __slots__ = ()
+
+    def __init__(self, model: AsyncPSModel, ps: ParameterServer, queue: Queue):
+        super().__init__(model, UP, ps, queue)
+
+    def on_arrival(self, now: float, unit: Unit) -> Unit | None:
+        self.busy = False
+        ps = self.ps
+        ps.on_wire[UP] -= 1
+        queue = self.queue
+        if queue.tracks_done:
+            queue.done(unit)
+        m = self.model
+        if m.trace is not None:
+            self._trace(now, unit)
+        m.workers[unit[1]].pushes_arrived(now, unit[2], unit[3], ps)
+        if self.busy:
+            return None
+        nxt = queue.take(m.block_budget)  # None if the queue is empty
+        if nxt is not None:
+            self.busy = True  # as wire(now, nxt), the topology putting it on the link
+            self.since = now
+            ps.on_wire[UP] += 1
+        return nxt

@@ -34,12 +34,14 @@ class Simulation:
     Attributes:
         now: time of the event being run (or the last one run), seconds.
         events: events run, stale ones not counted.
+        heap: the pending events ``(time, priority, sequence, action, arg)``, a
+            heap (read it; :meth:`schedule` adds to it).
     """
 
-    __slots__ = ("_heap", "_seq", "events", "now")
+    __slots__ = ("_seq", "events", "heap", "now")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, int, Action, Any]] = []
+        self.heap: list[tuple[float, int, int, Action, Any]] = []
         self._seq = 0
         self.now = 0.0
         self.events = 0
@@ -47,16 +49,16 @@ class Simulation:
     def schedule(self, t: float, priority: int, action: Action, arg: Any = None) -> None:
         """Run ``action(t, arg)`` at time ``t`` (s), after every event with a smaller
         ``(t, priority)`` and after those scheduled earlier with the same."""
-        heapq.heappush(self._heap, (t, priority, self._seq, action, arg))
+        heapq.heappush(self.heap, (t, priority, self._seq, action, arg))
         self._seq += 1
 
     def peek(self) -> float:
         """Time of the earliest pending event (s), ``inf`` if there is none."""
-        return self._heap[0][0] if self._heap else math.inf
+        return self.heap[0][0] if self.heap else math.inf
 
     def run(self) -> float:
         """Run events until none is left; returns the time of the last one (s)."""
-        heap = self._heap
+        heap = self.heap
         pop = heapq.heappop
         popped = len(heap) - self._seq  # + the sequence number at the end
         stale = 0

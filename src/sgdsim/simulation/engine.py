@@ -28,7 +28,12 @@ import numpy as np
 
 from sgdsim.simulation import policies as pol
 from sgdsim.simulation.chrome_trace import TraceRecord
-from sgdsim.simulation.connection import Connection, ParameterServer
+from sgdsim.simulation.connection import (
+    Connection,
+    ParameterServer,
+    PullConnection,
+    PushConnection,
+)
 from sgdsim.simulation.core import STEP_START, Simulation
 from sgdsim.simulation.topology import DOWN, UP, NodeCores, StarTopology
 from sgdsim.simulation.worker import STEP_SHIFT, Worker
@@ -80,6 +85,8 @@ class StepPlan:
             (those whose parameter no push updates), in issue order.
         matched_push: (Q,) P3: the push's update releases the next step's pull.
         release: P3: per push and push unit, the pull units of its parameter it releases.
+        release_runs: P3: the same as runs ``(shard, priority, [(bytes, items)])``, None
+            where a push unit releases nothing.
         n_gating: pushes that hold the step's end.
         base_pending: (S + 1,) pulls gated on each segment; ``base_pieces``: (P,) units per pull.
         stage_budget: (S + 1,) Prophet's block budget after each push slot, bytes.
@@ -109,6 +116,7 @@ class StepPlan:
     unmatched_pulls: list[int]
     matched_push: list[bool]
     release: list[list[list[int]]]
+    release_runs: list[list[Run | None]]
     n_gating: int
     base_pending: list[int]
     base_pieces: list[int]
@@ -189,6 +197,10 @@ class StepPlan:
             unmatched_pulls=unmatched_pulls,
             matched_push=matched_push,
             release=release,
+            release_runs=[
+                [_runs([p], *pulls, pieces)[0] if pieces else None for pieces in rel]
+                for p, rel in zip(push_param, release, strict=True)
+            ],
             n_gating=sum(1 for m in matched_push if not m),
             base_pending=base_pending,
             base_pieces=[len(x) for x in pull_pieces],
@@ -219,13 +231,16 @@ def _runs(
     prio: list[int],
     pieces: list[list[float]],
     items: list[list[tuple[tuple[int, int]]]],
+    only: list[int] | None = None,
 ) -> list[Run]:
     """The units of ``tensors`` (in that order) as runs: consecutive tensors with the
     same shard and priority join one run, so a queue takes them in one ``put_many``
-    exactly as it would take them one by one."""
+    exactly as it would take them one by one. ``only``: just these units of each."""
     runs: list[Run] = []
     for t in tensors:
         units = list(zip(pieces[t], items[t], strict=True))
+        if only is not None:
+            units = [units[i] for i in only]
         if runs and runs[-1][0] == shard[t] and runs[-1][1] == prio[t]:
             runs[-1][2].extend(units)
         else:
@@ -349,7 +364,8 @@ class AsyncPSModel:
         shards = workload.ps_tasks
         self.sharded = shards > 1
         n_nodes = -(-workers // workers_per_node)
-        self.topology = StarTopology(self.sim, network, shards, n_nodes, link_quantum_bytes)
+        solo = self.fifo or workers == 1  # one connection per shard and direction
+        self.topology = StarTopology(self.sim, network, shards, n_nodes, link_quantum_bytes, solo)
         # a node's cores are modelled when workers share them or the pull gap runs on them
         n_cores = n_nodes if self.shared_cpu else 0
         self.cores = [NodeCores(self.sim, compute_slots) for _ in range(n_cores)]
@@ -364,9 +380,10 @@ class AsyncPSModel:
     def _connections(self, d: int, spec: pol.PolicySpec, workers: int) -> list[list[Connection]]:
         """Per shard, the connection of each worker (one shared one under ``fifo``)."""
         make = spec.pull_queue if d == DOWN else spec.push_queue
+        cls = PullConnection if d == DOWN else PushConnection
         if self.fifo:
-            return [[Connection(self, d, ps, make())] * workers for ps in self.ps]
-        return [[Connection(self, d, ps, make()) for _ in range(workers)] for ps in self.ps]
+            return [[cls(self, ps, make())] * workers for ps in self.ps]
+        return [[cls(self, ps, make()) for _ in range(workers)] for ps in self.ps]
 
     def connection(self, d: int, shard: int, w: int) -> Connection:
         """Worker ``w``'s connection to ``shard`` in direction ``d``."""

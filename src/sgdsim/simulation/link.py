@@ -262,6 +262,201 @@ class PSLink:
         return payload
 
 
+class FairLink:
+    """One direction of a NIC shared fairly by connections that carry one flow at a time.
+
+    :class:`PSLink` when no connection queues a second flow behind its first
+    (a :class:`~sgdsim.simulation.connection.Connection` sends its next unit
+    when the previous one has left): each flow's virtual finish tag
+    ``G + bytes`` is fixed when it joins, so the heap of tags needs no
+    per-connection queue and no stale entries but the one :meth:`pop_head`
+    leaves on top for :meth:`refill` to replace. Tags, clock and departures
+    are computed as :class:`PSLink` computes them, entries ordered by
+    ``(tag, sequence)`` as there, so both give bit-identical times and order
+    (virtual time: Demers, Keshav, Shenker, SIGCOMM 1989).
+
+    Args:
+        capacity_Bps: capacity in bytes/s (> 0).
+
+    Attributes:
+        busy_s: time with at least one flow on the link, seconds.
+        bytes_done: bytes of all flows that have left.
+    """
+
+    __slots__ = ("_heap", "_seq", "_stale", "busy_s", "bytes_done", "capacity", "g", "k", "t")
+
+    def __init__(self, capacity_Bps: float) -> None:
+        if not capacity_Bps > 0:
+            raise ValueError(f"link capacity must be > 0 bytes/s, got {capacity_Bps}")
+        self.capacity = float(capacity_Bps)
+        self.g = 0.0  # virtual clock: bytes served to each flow on the link
+        self.t = 0.0
+        self.k = 0  # flows on the link
+        # (finish tag, sequence, bytes, payload) of every flow on the link
+        self._heap: list[tuple[float, int, float, Any]] = []
+        self._seq = 0
+        self._stale = False  # the top entry is the flow pop_head removed
+        self.busy_s = 0.0
+        self.bytes_done = 0.0
+
+    @property
+    def active(self) -> int:
+        """Number of flows on the link."""
+        return self.k
+
+    def add(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> bool:
+        """A flow of ``size_bytes`` joins at ``now`` (s) on an idle connection ``conn``;
+        True (every departure time changed)."""
+        k = self.k
+        if k:
+            dt = now - self.t
+            self.g += dt * self.capacity / k
+            self.busy_s += dt
+        self.t = now
+        entry = (self.g + size_bytes, self._seq, size_bytes, payload)
+        self._seq += 1
+        self.k = k + 1
+        if self._stale:
+            self._stale = False
+            heapq.heapreplace(self._heap, entry)
+        else:
+            heapq.heappush(self._heap, entry)
+        return True
+
+    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> float:
+        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s): the
+        clocks are there already; the new entry replaces the departed one's.
+
+        Returns:
+            The next departure, seconds (as :meth:`next_departure`).
+        """
+        g = self.g
+        entry = (g + size_bytes, self._seq, size_bytes, payload)
+        self._seq += 1
+        k = self.k = self.k + 1
+        h = self._heap
+        if self._stale:
+            self._stale = False
+            heapq.heapreplace(h, entry)
+        else:
+            heapq.heappush(h, entry)
+        gap = h[0][0] - g
+        return self.t + (gap if gap > 0.0 else 0.0) * k / self.capacity
+
+    def next_departure(self) -> float | None:
+        """Real time at which the next flow leaves if nothing else joins, or None."""
+        h = self._heap
+        if self._stale:
+            self._stale = False
+            heapq.heappop(h)
+        if not h:
+            return None
+        gap = h[0][0] - self.g
+        gap = gap if gap > 0.0 else 0.0
+        return self.t + gap * self.k / self.capacity
+
+    def pop_head(self, now: float) -> Any:
+        """Remove the flow leaving at ``now`` (s) and return its payload.
+
+        Call only when a departure is due (at least one flow on the link)."""
+        h = self._heap
+        if self._stale:
+            heapq.heappop(h)
+        k = self.k
+        dt = now - self.t
+        self.g += dt * self.capacity / k
+        self.busy_s += dt
+        self.t = now
+        _, _, size, payload = h[0]
+        self._stale = True
+        self.k = k - 1
+        self.bytes_done += size
+        return payload
+
+
+class SoloLink:
+    """One direction of a NIC that a single connection uses, one flow at a time.
+
+    :class:`PSLink` with one connection: processor sharing with ``k ≤ 1`` is a
+    plain server, the flow leaving ``bytes / capacity`` after it joins. The
+    virtual clock ``G`` is kept and the departure computed as
+    :class:`PSLink` computes it (``t + (G_end − G) / C``, ``G_end = G + bytes``),
+    so both give bit-identical times; without the heap, the per-connection
+    queues and the entry versions. Used where one connection per direction
+    exists (one worker, or every worker on one connection under the ``fifo``
+    PS discipline), which sends its next flow only when the previous left.
+
+    Args:
+        capacity_Bps: capacity in bytes/s (> 0).
+
+    Attributes:
+        busy_s: time with a flow on the link, seconds.
+        bytes_done: bytes of all flows that have left.
+    """
+
+    __slots__ = ("busy_s", "bytes_done", "capacity", "g", "head_end", "payload", "size", "t")
+
+    def __init__(self, capacity_Bps: float) -> None:
+        if not capacity_Bps > 0:
+            raise ValueError(f"link capacity must be > 0 bytes/s, got {capacity_Bps}")
+        self.capacity = float(capacity_Bps)
+        self.g = 0.0  # bytes served since the start (PSLink's virtual clock at k = 1)
+        self.t = 0.0
+        self.head_end = 0.0  # G at which the flow on the link leaves
+        self.size = 0.0
+        self.payload: Any = None
+        self.busy_s = 0.0
+        self.bytes_done = 0.0
+
+    @property
+    def active(self) -> int:
+        """Number of flows on the link (0 or 1)."""
+        return 0 if self.payload is None else 1
+
+    def add(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> bool:
+        """A flow of ``size_bytes`` joins the idle link at ``now`` (s); True (its
+        departure time is new).
+
+        Raises:
+            ValueError: a flow is on the link already, or ``payload`` is None.
+        """
+        if self.payload is not None or payload is None:
+            raise ValueError("SoloLink carries one flow (payload not None) at a time")
+        self.t = now
+        self.size = size_bytes
+        self.payload = payload
+        self.head_end = self.g + size_bytes
+        return True
+
+    def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> float:
+        """:meth:`add` right after :meth:`pop_head` at the same ``now`` (s); returns
+        the flow's departure, seconds (as :meth:`next_departure`)."""
+        self.size = size_bytes
+        self.payload = payload
+        g = self.g
+        self.head_end = end = g + size_bytes
+        gap = end - g
+        return self.t + (gap if gap > 0.0 else 0.0) / self.capacity
+
+    def next_departure(self) -> float | None:
+        """Real time at which the flow leaves, or None if the link is idle."""
+        if self.payload is None:
+            return None
+        gap = self.head_end - self.g
+        return self.t + (gap if gap > 0.0 else 0.0) / self.capacity
+
+    def pop_head(self, now: float) -> Any:
+        """Remove the flow leaving at ``now`` (s); return its payload."""
+        dt = now - self.t
+        self.g += dt * self.capacity
+        self.busy_s += dt
+        self.t = now
+        self.bytes_done += self.size
+        payload = self.payload
+        self.payload = None
+        return payload
+
+
 class _Flow:
     __slots__ = ("a", "b", "conn", "left", "payload", "rate", "seq", "size")
 

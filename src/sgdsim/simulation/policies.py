@@ -140,10 +140,13 @@ class FifoQueue:
     Every queue: ``put(key, unit)`` with an int ``key`` (smaller = more urgent,
     ties in put order) and ``put_many(key, units)``; ``take(budget)`` the next
     unit or None (``budget(w)``: Prophet's byte budget of worker ``w``);
-    ``done(unit)`` once it has arrived.
+    ``done(unit)`` once it has arrived, which only queues with ``tracks_done`` need.
     """
 
     __slots__ = ("_q",)
+
+    #: ``done`` does something (the caller may skip it otherwise).
+    tracks_done: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._q: deque[Unit] = deque()
@@ -175,6 +178,8 @@ class PriorityQueue:
     """
 
     __slots__ = ("_fifo", "_keys", "_n")
+
+    tracks_done: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._keys: list[int] = []  # heap of the keys with units waiting
@@ -214,7 +219,16 @@ class PriorityQueue:
         return unit
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
-        return self._pop() if self._n else None
+        if not self._n:
+            return None
+        key = self._keys[0]  # _pop, inlined: this runs once per unit
+        q = self._fifo[key]
+        unit = q.popleft()
+        if not q:
+            heapq.heappop(self._keys)
+            del self._fifo[key]
+        self._n -= 1
+        return unit
 
     def done(self, unit: Unit) -> None:
         pass
@@ -228,6 +242,8 @@ class CreditQueue(PriorityQueue):
     while the released, undelivered bytes fit in ``credit`` bytes."""
 
     __slots__ = ("_released", "credit", "in_flight")
+
+    tracks_done: ClassVar[bool] = True
 
     def __init__(self, credit_bytes: float) -> None:
         super().__init__()
@@ -269,7 +285,8 @@ class CreditQueue(PriorityQueue):
         self._release()
 
     def take(self, budget: Callable[[int], float]) -> Unit | None:
-        self._release()
+        # every put and done releases all that fits, and a take frees no credit,
+        # so nothing more can be released here
         return self._released.popleft() if self._released else None
 
     def done(self, unit: Unit) -> None:

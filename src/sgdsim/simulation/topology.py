@@ -12,11 +12,12 @@ interface (hosts on a ring, each hop a transfer between neighbours).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from sgdsim.simulation.core import DEPART, Simulation
-from sgdsim.simulation.link import MaxMinLink, PSLink, RoundRobinLink
+from sgdsim.simulation.link import FairLink, MaxMinLink, PSLink, RoundRobinLink, SoloLink
 from sgdsim.simulation.workload import Network
 
 DOWN, UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
@@ -34,20 +35,22 @@ class Receiver(Protocol):
 
 
 class _Port:
-    """Schedules the next departure of one link; stale ones are skipped by version."""
+    """Schedules the next departure of one link, ``action(t, version)``; stale ones
+    are skipped by version."""
 
-    __slots__ = ("link", "sim", "version")
+    __slots__ = ("action", "link", "sim", "version")
 
-    def __init__(self, sim: Simulation, link: Any) -> None:
+    def __init__(self, sim: Simulation, link: Any, action: Callable[[float, Any], Any]) -> None:
         self.sim = sim
         self.link = link
+        self.action = action
         self.version = 0
 
-    def reschedule(self, depart: Callable[[float, Any], bool | None]) -> None:
+    def reschedule(self) -> None:
         self.version += 1
         t = self.link.next_departure()
         if t is not None:
-            self.sim.schedule(t, DEPART, depart, self.version)
+            self.sim.schedule(t, DEPART, self.action, self.version)
 
 
 class StarTopology:
@@ -58,9 +61,12 @@ class StarTopology:
     shard's NIC out and the node's NIC in; a push the other way. Every NIC has
     the network's capacity per direction. With one shard its NIC is the only
     bottleneck in each direction, and the link is the virtual-time
-    :class:`~sgdsim.simulation.link.PSLink` (processor sharing between
-    connections, FIFO within each) or, given a quantum, the
-    :class:`~sgdsim.simulation.link.RoundRobinLink`; with several shards a
+    :class:`~sgdsim.simulation.link.FairLink` (:class:`~sgdsim.simulation.link.PSLink`'s
+    processor sharing between connections, each sending one flow at a time
+    as a :class:`~sgdsim.simulation.connection.Connection` does) or, given a quantum, the
+    :class:`~sgdsim.simulation.link.RoundRobinLink`, or with one connection
+    per direction (``solo``) the plain server
+    :class:`~sgdsim.simulation.link.SoloLink`; with several shards a
     node's NIC can bind too, and each direction is a
     :class:`~sgdsim.simulation.link.MaxMinLink` over all NICs.
 
@@ -74,12 +80,13 @@ class StarTopology:
         shards: PS shards (≥ 1).
         nodes: worker nodes (≥ 1).
         quantum_bytes: with one shard, the round-robin quantum (0: processor sharing).
+        solo: with one shard and no quantum, one connection per direction uses
+            the link, sending one flow at a time.
     """
 
     __slots__ = (
         "_adds",
         "_deferred",
-        "_departs",
         "_ports",
         "_refill",
         "links",
@@ -88,7 +95,13 @@ class StarTopology:
     )
 
     def __init__(
-        self, sim: Simulation, network: Network, shards: int, nodes: int, quantum_bytes: float
+        self,
+        sim: Simulation,
+        network: Network,
+        shards: int,
+        nodes: int,
+        quantum_bytes: float,
+        solo: bool = False,
     ) -> None:
         self.shards = shards
         self.nodes = nodes
@@ -98,13 +111,17 @@ class StarTopology:
             links = [MaxMinLink(cap, shards + nodes) for _ in (DOWN, UP)]
         elif quantum_bytes > 0:
             links = [RoundRobinLink(cap, quantum_bytes) for _ in (DOWN, UP)]
+        elif solo:
+            links = [SoloLink(cap), SoloLink(cap)]
         else:
-            links = [PSLink(cap), PSLink(cap)]
+            links = [FairLink(cap), FairLink(cap)]
         self.links = links
-        self._refill = isinstance(links[0], PSLink)  # PSLink.refill after pop_head
+        self._refill = isinstance(links[0], FairLink | SoloLink)  # refill after pop_head
         self._adds = [link.add for link in links]
-        self._ports = [_Port(sim, link) for link in links]
-        self._departs = [self._depart_down, self._depart_up]
+        # a departure event calls self._depart(d, t, version), without a Python wrapper
+        self._ports = [
+            _Port(sim, link, functools.partial(self._depart, d)) for d, link in enumerate(links)
+        ]
         self._deferred = 0  # during an arrival: bit d set if link d must be rescheduled
 
     def transfer(
@@ -123,7 +140,7 @@ class StarTopology:
         if self._deferred:
             self._deferred |= 1 << d
         else:
-            self._ports[d].reschedule(self._departs[d])
+            self._ports[d].reschedule()
 
     def _depart(self, d: int, now: float, version: int) -> bool:
         """Link ``d``'s next departure at ``now``. When the arrival changed no other
@@ -133,39 +150,35 @@ class StarTopology:
         if version != port.version:
             return True  # stale: the link changed since
         link, sim, bit = port.link, port.sim, 1 << d
+        refill, events = self._refill, sim.heap
         while True:
             conn, unit = link.pop_head(now)
             self._deferred = bit
             nxt = conn.on_arrival(now, unit)
-            if nxt is not None:  # the connection's next unit, on the same link
-                if self._refill:
-                    link.refill(now, nxt[0], (conn, nxt), conn)
-                else:
-                    src, dst = conn.route(nxt)
-                    self.transfer(now, src, dst, nxt[0], nxt, conn)
+            if nxt is None:
+                t = link.next_departure()
+            elif refill:  # the connection's next unit, on the same link
+                t = link.refill(now, nxt[0], (conn, nxt), conn)
+            else:
+                src, dst = conn.route(nxt)
+                self.transfer(now, src, dst, nxt[0], nxt, conn)
+                t = link.next_departure()
             deferred = self._deferred
             self._deferred = 0
             if deferred != bit:
                 break
-            t = link.next_departure()
-            if t is None or t >= sim.peek():
+            if t is None or (events and t >= events[0][0]):  # not before the next event
                 port.version += 1  # as port.reschedule, with t known
                 if t is not None:
-                    sim.schedule(t, DEPART, self._departs[d], port.version)
+                    sim.schedule(t, DEPART, port.action, port.version)
                 return False
             now = sim.now = t
             sim.events += 1
         if deferred & 1:  # in link order, DOWN first
-            self._ports[DOWN].reschedule(self._depart_down)
+            self._ports[DOWN].reschedule()
         if deferred & 2:
-            self._ports[UP].reschedule(self._depart_up)
+            self._ports[UP].reschedule()
         return False
-
-    def _depart_down(self, now: float, version: int) -> bool:
-        return self._depart(DOWN, now, version)
-
-    def _depart_up(self, now: float, version: int) -> bool:
-        return self._depart(UP, now, version)
 
     def bytes_done(self, d: int) -> float:
         """Bytes carried in direction ``d`` (DOWN or UP)."""
@@ -210,13 +223,13 @@ class NodeCores:
     __slots__ = ("_port",)
 
     def __init__(self, sim: Simulation, slots: float) -> None:
-        self._port = _Port(sim, PSLink(slots, 1.0))
+        self._port = _Port(sim, PSLink(slots, 1.0), self._depart)
 
     def run(self, now: float, work_s: float, done: Callable[[float], None], key: Any) -> None:
         """Start ``work_s`` seconds of work for job ``key`` at ``now``; ``done(t)`` at its end."""
         port = self._port
         if port.link.add(now, work_s, done, key):
-            port.reschedule(self._depart)
+            port.reschedule()
 
     def _depart(self, now: float, version: int) -> bool:
         port = self._port

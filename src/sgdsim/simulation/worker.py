@@ -261,16 +261,15 @@ class Worker:
         for conn in touched:
             conn.kick(now)
 
-    def release_pulls(self, now: float, arg: tuple[int, int, list[int]]) -> None:
-        """P3: the PS sends pieces of parameter ``p`` for ``step`` right after updating it."""
-        step, p, pieces = arg
-        m, plan, w = self.model, self.model.plan, self.index
-        conn = m.conns[DOWN][plan.pull_shard[p]][w]
-        sizes, items = plan.pull_pieces[p], plan.pull_items[p]
-        prio = plan.pull_prio[p]
+    def release_pulls(self, now: float, arg: tuple[int, Run]) -> None:
+        """P3: the PS sends pieces of a parameter for ``step`` right after updating it."""
+        step, (shard, prio, units) = arg
+        m, w = self.model, self.index
+        conn = m.conns[DOWN][shard][w]
         key = prio if m.fifo else (step << STEP_SHIFT) + prio
-        conn.queue.put_many(key, [(sizes[i], w, step, items[i]) for i in pieces])
-        conn.kick(now)
+        conn.queue.put_many(key, [(b, w, step, items) for b, items in units])
+        if not conn.busy:  # as kick, which does nothing while a unit is on the wire
+            conn.kick(now)
 
     def pulls_arrived(self, now: float, step: int, items: Items) -> None:
         """Pieces of pulls of ``step`` (this one or, under P3, the next) arrived."""
@@ -329,10 +328,10 @@ class Worker:
         """P3: the pull pieces of the next step that piece ``i`` of push ``q`` releases
         leave the PS when its update ends (``end``), plus one latency."""
         m, plan = self.model, self.model.plan
-        pieces = plan.release[q][i]
-        if step + 1 >= m.steps_per_worker or not pieces:
+        run = plan.release_runs[q][i]
+        if step + 1 >= m.steps_per_worker or run is None:
             return
-        arg = (step + 1, plan.push_param[q], pieces)
+        arg = (step + 1, run)
         if plan.latency_s > 0:
             m.sim.schedule(end + plan.latency_s, JOIN, self.release_pulls, arg)
         elif end > now:
