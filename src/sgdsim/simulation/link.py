@@ -313,14 +313,7 @@ class FairLink:
             self.g += dt * self.capacity / k
             self.busy_s += dt
         self.t = now
-        entry = (self.g + size_bytes, self._seq, size_bytes, payload)
-        self._seq += 1
-        self.k = k + 1
-        if self._stale:
-            self._stale = False
-            heapq.heapreplace(self._heap, entry)
-        else:
-            heapq.heappush(self._heap, entry)
+        self.refill(now, size_bytes, payload, conn)  # the clocks are at now
         return True
 
     def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> float:
