@@ -515,6 +515,41 @@ def test_validation_points_expand_networks_policies_and_n():
     assert {p["duration_s"] for p in pts} == {20, 5}
 
 
+def test_an_entry_may_measure_its_points_in_steady_state():
+    # validation.points[].protocol: one run keeps a few steady points beside its episodes
+    from sgdsim.config import validation_points, with_defaults
+    from sgdsim.pipeline.validation import steady_rule
+
+    cfg = {
+        "models": [{"name": "M"}],
+        "hardware": [{"name": "cpu"}],
+        "networks": [{"name": "n", "bandwidth_bps": 1e9}],
+        "validation": {
+            "networks": [{"name": "a", "bandwidth_bps": 1e8}],
+            "steady": {"min_steps": 7},
+            "points": [
+                {"model": "M", "workers": [1, 2]},
+                {"model": "M", "workers": [4], "protocol": "steady"},
+            ],
+        },
+    }
+    cfg = with_defaults(cfg)
+    by_n = {p["workers"]: p["protocol"] for p in validation_points(cfg)}
+    assert by_n == {1: "episodes", 2: "episodes", 4: "steady"}
+
+    def wc(n: int) -> dict[str, str]:
+        return {"model": "M", "network": "a", "policy": "tf_default", "workers": str(n)}
+
+    assert steady_rule(cfg, wc(2)) is None
+    rule = steady_rule(cfg, wc(4))
+    assert rule is not None and rule.min_steps == 7
+    assert steady_rule(cfg) is None  # validation.protocol stays episodes
+    cfg["validation"]["protocol"] = "steady"  # entries without their own follow it ...
+    assert steady_rule(cfg, wc(2)) is not None
+    cfg["validation"]["points"][0]["protocol"] = "episodes"  # ... and their own wins
+    assert steady_rule(cfg, wc(2)) is None and steady_rule(cfg, wc(4)) is not None
+
+
 @pytest.mark.slow
 def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_path, monkeypatch):
     # validation.unprivileged: loopback. Where the testbed cannot run (here: made

@@ -100,15 +100,23 @@ def _validation_buffer(config: dict[str, Any], net: dict[str, Any]) -> int:
     return tbf_params(float(net["bandwidth_bps"]), mtu, _link(config, net, "buffer_bytes"))[1]
 
 
-def steady_rule(config: dict[str, Any]) -> Any:
+def steady_rule(config: dict[str, Any], wildcards: dict[str, str] | None = None) -> Any:
     """The :class:`~sgdsim.protocol.SteadyRule` of ``validation.steady`` (with
-    ``validation.warmup_steps``) when ``validation.protocol`` is ``steady``, else None."""
+    ``validation.warmup_steps``) when the point of ``wildcards`` (its entry's
+    ``protocol``, else ``validation.protocol``; without ``wildcards``, the latter)
+    is measured in steady state, else None."""
     from sgdsim.protocol import SteadyRule
 
     val = with_defaults(config)["validation"]
-    if val["protocol"] != "steady":
+    if _protocol(config, wildcards) != "steady":
         return None
     return SteadyRule(warmup_steps=int(val["warmup_steps"]), **val["steady"])
+
+
+def _protocol(config: dict[str, Any], wildcards: dict[str, str] | None) -> str:
+    """``episodes`` or ``steady``: the point's entry's, else ``validation.protocol``."""
+    p = None if wildcards is None else _point(config, wildcards)
+    return str(with_defaults(config)["validation"]["protocol"] if p is None else p["protocol"])
 
 
 #: Name of the network a point measured on loopback (no root) is predicted for.
@@ -211,7 +219,7 @@ def measure_stage(
         "mtu": _validation_mtu(config, net),
         "queue": _validation_queue(config, net),
         "buffer_bytes": _validation_buffer(config, net),
-        "protocol": val["protocol"],
+        "protocol": _protocol(config, wildcards),
     }
     why = check_available(need_netem=latency > 0)
     loopback = False
@@ -225,7 +233,7 @@ def measure_stage(
         print(f"[measure] {why}; measuring unshaped on loopback instead", file=sys.stderr)
         loopback = True
         row["buffer_bytes"] = None  # no shaping, no queue
-    rule = steady_rule(config)
+    rule = steady_rule(config, wildcards)
     if mode != "async":
         point = _point(config, wildcards)
         runs = 1 if point is None else int(point["runs"])
@@ -692,7 +700,7 @@ def predict_testbed_stage(
         pull_join_delay_s=join_delay,
         collective=dataclasses.replace(base.collective, message_overhead_s=overhead),
     )
-    rule = steady_rule(config)
+    rule = steady_rule(config, wildcards)
     offsets = None
     if rule is None and mode == "async":
         offsets = validation_offsets(config, workload, network, wildcards)
