@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from sgdsim.simulation.async_ps import simulate_async_replicated
 from sgdsim.simulation.bounds import (
     ETHERNET_PAYLOAD_FRACTION,
@@ -289,17 +291,24 @@ def phase_band(
     kw: dict[str, Any],
     slots: float,
 ) -> tuple[float, float]:
-    """Throughput of asynchronous workers in phase and staggered: (lower, upper) steps/s.
+    """Throughput of asynchronous workers in phase, and the most any phasing allows:
+    (lower, upper) steps/s.
 
-    Asynchronous workers settle into a relative phase that the network decides
-    (a fair queue keeps whatever phase they have, a FIFO with a deep buffer
-    drives two workers into alternation, one with a shallow buffer keeps them
-    together; see docs/steady-state.md), so one point has a band of
-    throughputs. Its ends are simulated without the join delay (which moves
-    phases), from two starts the links then keep: every worker at once (all
-    pull together, all push together) and the workers spread evenly over one
-    contention-free step (``k/N`` of it, so that pulls and pushes of different
-    workers overlap most). The band is the lower and the higher of the two.
+    Asynchronous workers settle into a relative phase that the network and the
+    hosts decide (docs/steady-state.md: real workers under a fair queue take
+    turns at the PS NIC, one pulling while another pushes, where the simulated
+    ones drift into phase), so one point has a band of throughputs:
+
+    - lower: every worker started at once (all pull together, all push
+      together), simulated without the join delay (which moves phases);
+    - upper: the asymptotic bound of a closed network (Denning and Buzen,
+      ACM Computing Surveys 10(3), 1978; Jain, *The Art of Computer Systems
+      Performance Analysis*, 1991, Sec. 33.1), X(N) ≤ min(N · X(1), 1 / D_max):
+      N workers are at most N times as fast as one alone (``X(1)``: one
+      simulated worker, the same settings), and no direction of a PS shard's
+      NIC carries more than its capacity (D = that shard's bytes per step /
+      bytes/s). Perfect turn-taking reaches it when transfers dominate; no
+      phasing exceeds it.
 
     Args:
         workload, network, workers, params: as :func:`predict_point`.
@@ -309,16 +318,30 @@ def phase_band(
     Raises:
         ValueError: as :func:`~sgdsim.simulation.async_ps.simulate_async`.
     """
-    from sgdsim.simulation.async_ps import simulate_async, single_step_estimate
+    from sgdsim.simulation.async_ps import simulate_async
 
-    t1 = single_step_estimate(workload, network)
-    starts = ([0.0] * workers, [k * t1 / workers for k in range(workers)])
     args = {**kw, "pull_join_delay_s": 0.0, "compute_slots": slots}
-    rates = [
-        simulate_async(
-            workload, network, workers, params.steps_per_worker, params.warmup_steps,
-            start_offsets_s=offsets, **args,
-        ).steps_per_s
-        for offsets in starts
-    ]  # fmt: skip
-    return min(rates), max(rates)
+    steps, warm = params.steps_per_worker, params.warmup_steps
+    together = simulate_async(
+        workload, network, workers, steps, warm, start_offsets_s=[0.0] * workers, **args
+    ).steps_per_s
+    alone = simulate_async(workload, network, 1, steps, warm, start_offsets_s=[0.0], **args)
+    return together, min(workers * alone.steps_per_s, link_bound_steps_per_s(workload, network))
+
+
+def link_bound_steps_per_s(workload: Workload, network: Network) -> float:
+    """Steps/s (all workers) the PS shards' NICs carry at most: min over shards and
+    directions of capacity (bytes/s) / bytes per step (``inf``: no bytes).
+
+    Every step pulls ``pull_bytes`` and pushes ``push_bytes`` through the NIC
+    of the shard that holds each variable, one direction each.
+    """
+    per_shard = [
+        np.bincount(shard, weights=nbytes, minlength=workload.ps_tasks)
+        for shard, nbytes in (
+            (workload.pulls_shard, workload.pull_bytes),
+            (workload.pushes_shard, workload.push_bytes),
+        )
+    ]
+    most = max(float(b.max()) for b in per_shard)
+    return network.bandwidth_Bps / most if most > 0 else math.inf

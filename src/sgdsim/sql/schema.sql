@@ -127,8 +127,8 @@ CREATE TABLE predictions (
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
     compute_slots    DOUBLE,            -- co-located workers computing at full speed at once (NULL: cores not shared)
-    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase or staggered, the slower (NULL: no band)
-    steps_per_s_hi   DOUBLE             -- phase band, upper end
+    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase (NULL: no band)
+    steps_per_s_hi   DOUBLE             -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
 );
 
 -- One row per measured validation run: real TensorFlow training, asynchronous
@@ -216,8 +216,8 @@ CREATE TABLE testbed_predictions (
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
     compute_slots    DOUBLE,            -- workers computing at full speed at once on the node's cores left by the PS, RPC and network work
-    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase or staggered, the slower (NULL: no band)
-    steps_per_s_hi   DOUBLE,            -- phase band, upper end
+    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase (NULL: no band)
+    steps_per_s_hi   DOUBLE,            -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
     message_overhead_s DOUBLE,          -- software cost of one ring message at this point's N, added to the latency to make alpha (calibrated; 0 at N = 1 and without allreduce points)
