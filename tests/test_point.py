@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -158,3 +159,30 @@ def test_phase_band_holds_every_phasing_below_its_upper_end(
         offsets = rng.uniform(0, 1 / alone, (1, workers)).tolist()
         x = predict_point(workload, network, workers, policy, params, start_offsets_s=offsets)
         assert x["sim_steps_per_s"] <= hi * 1.01
+
+
+@pytest.mark.parametrize("workers", [2, 5])
+def test_lockstep_is_the_run_of_workers_started_together_on_a_fair_ps(tmp_path, workers):
+    """With no PS update queue to tell them apart, N tf_default workers started at once
+    stay in lockstep: their simulated rate is the single-worker lockstep figure."""
+    from sgdsim.simulation.async_ps import simulate_async
+    from sgdsim.simulation.point import _sim_kwargs, lockstep_steps_per_s
+
+    w = Workload.load(_workload(tmp_path))
+    workload = dataclasses.replace(w, push_update_s=np.zeros_like(w.push_update_s))
+    network = grid_network(1e8, 1e-4)
+    params = SimParams.from_config(with_defaults(CONFIG))
+    kw = _sim_kwargs(workload, network, "tf_default", params, "async")
+    steps, warm = params.steps_per_worker, params.warmup_steps
+    log: list[list[float]] = []
+    simulate_async(
+        workload, network, workers, steps, warm, start_offsets_s=[0.0] * workers, step_log=log,
+        **kw,
+    )  # fmt: skip
+    # each worker's own rate (the common window's count is ±1 step on simultaneous ends)
+    together = sum((steps - warm) / (e[-1] - e[warm - 1]) for e in log)
+    assert max(e[-1] for e in log) - min(e[-1] for e in log) < 1e-9  # they kept together
+    lock = lockstep_steps_per_s(workload, network, workers, params, kw, 1.0)
+    assert lock == pytest.approx(together, rel=1e-9)
+    alone = simulate_async(workload, network, 1, steps, warm, start_offsets_s=[0.0], **kw)
+    assert lock < workers * alone.steps_per_s  # sharing the PS NIC costs the lockstep

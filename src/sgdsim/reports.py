@@ -217,7 +217,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         text += [f"**All {n} points: MAPE {mape:.1f} %, max error {worst:.1f} %.**", ""]
         if band and band[0]:
             text += [
-                "Inside the predicted phase band (asynchronous workers in phase … the "
+                "Inside the predicted phase band (asynchronous workers in lockstep … the "
                 "bottleneck bound, `predictions.steps_per_s_lo` … `_hi`): "
                 f"{band[1]} of the {band[0]} points that have one.",
                 "",

@@ -291,7 +291,7 @@ def phase_band(
     kw: dict[str, Any],
     slots: float,
 ) -> tuple[float, float]:
-    """Throughput of asynchronous workers in phase, and the most any phasing allows:
+    """Throughput of asynchronous workers in lockstep, and the most any phasing allows:
     (lower, upper) steps/s.
 
     Asynchronous workers settle into a relative phase that the network and the
@@ -299,16 +299,18 @@ def phase_band(
     turns at the PS NIC, one pulling while another pushes, where the simulated
     ones drift into phase), so one point has a band of throughputs:
 
-    - lower: every worker started at once (all pull together, all push
-      together), simulated without the join delay (which moves phases);
+    - lower: the N workers in lockstep, every one pulling, computing and
+      pushing at once (:func:`lockstep_steps_per_s`);
     - upper: the asymptotic bound of a closed network (Denning and Buzen,
       ACM Computing Surveys 10(3), 1978; Jain, *The Art of Computer Systems
       Performance Analysis*, 1991, Sec. 33.1), X(N) ≤ min(N · X(1), 1 / D_max):
       N workers are at most N times as fast as one alone (``X(1)``: one
       simulated worker, the same settings), and no direction of a PS shard's
-      NIC carries more than its capacity (D = that shard's bytes per step /
-      bytes/s). Perfect turn-taking reaches it when transfers dominate; no
-      phasing exceeds it.
+      NIC carries more than its capacity (:func:`link_bound_steps_per_s`).
+      Perfect turn-taking reaches it when transfers dominate; no phasing
+      exceeds it.
+
+    Both are single-worker runs, without the join delay (which moves phases).
 
     Args:
         workload, network, workers, params: as :func:`predict_point`.
@@ -321,12 +323,57 @@ def phase_band(
     from sgdsim.simulation.async_ps import simulate_async
 
     args = {**kw, "pull_join_delay_s": 0.0, "compute_slots": slots}
-    steps, warm = params.steps_per_worker, params.warmup_steps
-    together = simulate_async(
-        workload, network, workers, steps, warm, start_offsets_s=[0.0] * workers, **args
-    ).steps_per_s
-    alone = simulate_async(workload, network, 1, steps, warm, start_offsets_s=[0.0], **args)
-    return together, min(workers * alone.steps_per_s, link_bound_steps_per_s(workload, network))
+    alone = simulate_async(
+        workload, network, 1, params.steps_per_worker, params.warmup_steps,
+        start_offsets_s=[0.0], **args,
+    ).steps_per_s  # fmt: skip
+    lo = lockstep_steps_per_s(workload, network, workers, params, kw, slots)
+    return lo, min(workers * alone, link_bound_steps_per_s(workload, network))
+
+
+def lockstep_steps_per_s(
+    workload: Workload,
+    network: Network,
+    workers: int,
+    params: SimParams,
+    kw: dict[str, Any],
+    slots: float,
+) -> float:
+    """Steps/s (all workers) of N identical workers in lockstep.
+
+    Workers that pull, compute and push at the same instants split every
+    shared resource N ways: each gets 1/N of every PS NIC direction (fair
+    sharing), the PS applies N pushes for each of its own, and ``k`` workers
+    on one node compute at ``min(1, slots / k)`` of their speed (limited
+    processor sharing, as :class:`~sgdsim.simulation.link.PSLink` serves a
+    node's cores). So the N of them run N times as fast as one worker with
+    those shares: one simulated worker, without the join delay. It is the
+    phasing in which they contend most (all pull together, then all push
+    together). Arguments and errors as :func:`phase_band`.
+    """
+    from sgdsim.simulation.async_ps import simulate_async
+
+    together = min(params.workers_per_node, workers)
+    slow = max(1.0, together / slots) if together > 1 else 1.0
+    one = dataclasses.replace(
+        workload,
+        seg_dur_s=workload.seg_dur_s * slow,
+        push_update_s=workload.push_update_s * workers,
+    )
+    share = dataclasses.replace(network, bandwidth_Bps=network.bandwidth_Bps / workers)
+    gap = kw["pull_gap_s"] * (slow if kw["pull_gap_cpu"] else 1.0)
+    args = {
+        **kw,
+        "pull_join_delay_s": 0.0,
+        "compute_slots": 1.0,
+        "workers_per_node": 1,
+        "pull_gap_s": gap,
+        "pull_gap_cpu": False,
+    }
+    run = simulate_async(
+        one, share, 1, params.steps_per_worker, params.warmup_steps, start_offsets_s=[0.0], **args
+    )
+    return workers * run.steps_per_s
 
 
 def link_bound_steps_per_s(workload: Workload, network: Network) -> float:

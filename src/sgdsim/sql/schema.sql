@@ -127,7 +127,7 @@ CREATE TABLE predictions (
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
     compute_slots    DOUBLE,            -- co-located workers computing at full speed at once (NULL: cores not shared)
-    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase (NULL: no band)
+    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in lockstep (NULL: no band)
     steps_per_s_hi   DOUBLE             -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
 );
 
@@ -216,7 +216,7 @@ CREATE TABLE testbed_predictions (
     cpu_bound_steps_per_s DOUBLE,       -- utilization-law bound from the profile's CPU seconds per step (NULL: not measured)
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
     compute_slots    DOUBLE,            -- workers computing at full speed at once on the node's cores left by the PS, RPC and network work
-    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in phase (NULL: no band)
+    steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in lockstep (NULL: no band)
     steps_per_s_hi   DOUBLE,            -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)

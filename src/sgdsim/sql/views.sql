@@ -44,7 +44,7 @@ SELECT
     m.cpu_busy, m.cpu_steal, m.shaper_drops,
     p.steps_per_s_lo AS predicted_lo_steps_per_s,
     p.steps_per_s_hi AS predicted_hi_steps_per_s,
-    -- inside the phase band (workers in phase … bottleneck bound); NULL: no band
+    -- inside the phase band (workers in lockstep … bottleneck bound); NULL: no band
     m.steps_per_s BETWEEN p.steps_per_s_lo AND p.steps_per_s_hi AS inside_band
 FROM measurements m
 JOIN testbed_predictions p
