@@ -824,6 +824,32 @@ def test_a_step_that_starts_on_a_busy_ps_waits_the_join_delay_by_hand():
         simulate_async(w, net, 2, 1, 0, pull_join_delay_s=-1.0)
 
 
+def test_a_backward_pass_that_starts_while_the_ps_receives_waits_the_push_join_delay():
+    # a 1-byte pull, 1 ms compute, then a 1 MB push at 10 MB/s (0.1 s alone); a 1-byte
+    # push at step start (as the forward pass's batch-norm statistics) does not wait
+    w = workload([0.001], [1.0], [0], [1.0, 1e6], [-1, 0], [0.0, 0.0])
+    net = Network(1e7, 0.0)
+
+    def first_step_ends(offset: float, delay: float) -> list[float]:
+        log: list[list[float]] = []
+        simulate_async(
+            w, net, 2, 1, 0, start_offsets_s=[0.0, offset], step_log=log, push_join_delay_s=delay
+        )
+        return [e[0] for e in log]
+
+    # worker 1's push is due at 0.041 s while worker 0's runs; it waits 10 ms, so
+    # worker 0 is alone 0.05 s (0.5 MB), ends 0.1 s later sharing; worker 1 0.05 s after
+    a, b = first_step_ends(0.04, 0.01)
+    assert a == pytest.approx(0.151, abs=1e-6)
+    assert b - a == pytest.approx(0.05, abs=1e-6)
+    a, b = first_step_ends(0.04, 0.0)  # processor sharing keeps the 40 ms
+    assert b - a == pytest.approx(0.04, abs=1e-6)
+    a, b = first_step_ends(0.2, 0.01)  # nobody pushing: no wait
+    assert (a, b) == pytest.approx((0.101, 0.301), abs=1e-6)
+    with pytest.raises(ValueError, match="push_join_delay_s"):
+        simulate_async(w, net, 2, 1, 0, push_join_delay_s=-1.0)
+
+
 @pytest.mark.parametrize("policy", ["tf_default", "tictac"])
 @pytest.mark.parametrize("bw", [144993440.0, 289986880.0])
 def test_zero_byte_push_after_an_idle_link_waits_for_its_update(policy, bw):

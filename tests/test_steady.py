@@ -57,6 +57,15 @@ def test_simulated_steady_state_runs_until_the_rule_decides():
     assert 0 < r.steps_per_s <= 10.0 * 1.001
     again = simulate_steady(w, Network(1e7, 0.0), 2, rule, seed=3)
     assert again.steps_per_s == r.steps_per_s  # deterministic
+    # the expected rate: the mean over runs from seeds 3, 4, 5, each scored alone
+    est3: list = []
+    three = simulate_steady(w, Network(1e7, 0.0), 2, rule, seed=3, estimate=est3, replications=3)
+    rates = [simulate_steady(w, Network(1e7, 0.0), 2, rule, seed=s).steps_per_s for s in (3, 4, 5)]
+    assert three.steps_per_s == pytest.approx(sum(rates) / 3, rel=1e-12)
+    assert three.replications == 3 and est3 == est  # the first run's estimate
+    assert simulate_steady(w, Network(1e7, 0.0), 1, rule, replications=3).replications == 1
+    with pytest.raises(ValueError, match="replications"):
+        simulate_steady(w, Network(1e7, 0.0), 2, rule, replications=0)
 
 
 # ----------------------------------------------------------------- queue buffer

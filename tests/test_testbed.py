@@ -448,6 +448,24 @@ def test_pull_race_measures_the_ps_join_delay_with_real_tensorflow(testbed_ok):
     assert child_processes() == []
 
 
+def test_push_race_sends_each_workers_tensors_to_the_ps_and_measures_the_lag(testbed_ok):
+    from sgdsim.testbed.calibrate import push_join_delay
+
+    before = ours()
+    r = push_join_delay(100e6, reps=5)
+    print(r)
+    assert len(r.growth_s) == 5 and r.offset_s == pytest.approx(0.1)
+    # four float32 tensors, 250 ms worth at 100 Mbit/s less headers, pushed by each
+    assert r.bytes_each == pytest.approx(
+        0.25 * 100e6 / 8 * tbf_payload_fraction(DEFAULT_MTU), abs=16
+    )
+    # the first's lead grows by less than the two pushes overlap (0.15 s)
+    assert 0.0 <= r.delay_s < 0.15
+    assert r.delay_s == max(0.0, statistics.median(r.growth_s))
+    assert ours() == before
+    assert child_processes() == []
+
+
 def test_rate_counts_whole_steps_inside_the_window():
     from sgdsim.testbed.run import summarize
 

@@ -410,9 +410,10 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     """Calibrate the testbed for one validation network (JSON).
 
     Writes ``{"status": "ok", "network_cpu_s_per_byte": …, "pull_join_delay_s":
-    …, "message_overhead_s": {"2": …, …}, …}`` from
+    …, "push_join_delay_s": …, "message_overhead_s": {"2": …, …}, …}`` from
     :func:`sgdsim.testbed.calibrate.network_cpu_per_byte`,
-    :func:`sgdsim.testbed.calibrate.pull_join_delay` (with the validation
+    :func:`sgdsim.testbed.calibrate.pull_join_delay` and
+    :func:`sgdsim.testbed.calibrate.push_join_delay` (with the validation
     hardware's threads) and, for every N ≥ 2 of an ``allreduce`` point
     measured on this network, :func:`sgdsim.testbed.calibrate.ring_step_overhead`
     at P = N with the validation hardware's threads (``message_overhead_s``
@@ -428,6 +429,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     from sgdsim.testbed.calibrate import (
         network_cpu_per_byte,
         pull_join_delay,
+        push_join_delay,
         ring_step_overhead,
     )
 
@@ -449,12 +451,13 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "reason": why,
             "network_cpu_s_per_byte": 0.0,
             "pull_join_delay_s": 0.0,
+            "push_join_delay_s": 0.0,
             "message_overhead_s": {},
         }
     else:
         from sgdsim.progress import progress
 
-        total = 2 + len(ring)
+        total = 3 + len(ring)
         # the NICs the measurements of this network get
         link = {
             "mtu": _validation_mtu(config, net),
@@ -465,11 +468,10 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             r = network_cpu_per_byte(float(net["bandwidth_bps"]), **link)
             done.update()
             hw = entry(config, "hardware", config["validation"]["hardware"])
-            race = pull_join_delay(
-                float(net["bandwidth_bps"]),
-                threads=int(hw["inter_op_threads"]),
-                **link,
-            )
+            threads = int(hw["inter_op_threads"])
+            race = pull_join_delay(float(net["bandwidth_bps"]), threads=threads, **link)
+            done.update()
+            push_race = push_join_delay(float(net["bandwidth_bps"]), threads=threads, **link)
             done.update()
             spec = ProfileSpec(
                 model="probe",
@@ -492,6 +494,9 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "pull_join_delay_s": race.delay_s,
             "pull_race_growth_s": list(race.growth_s),
             "pull_race_bytes": race.bytes_each,
+            "push_join_delay_s": push_race.delay_s,
+            "push_race_growth_s": list(push_race.growth_s),
+            "push_race_bytes": push_race.bytes_each,
             "message_overhead_s": {str(p): st.overhead_s for p, st in steps.items()},
             "ring_step_s": {str(p): st.step_s for p, st in steps.items()},
             "ring_alone_step_s": {str(p): st.alone_s for p, st in steps.items()},
@@ -672,11 +677,12 @@ def predict_testbed_stage(
     mode = _mode(wildcards)
     workload = Workload.load(workload_path)
     network = _testbed_network(config, net, tables_dir)
-    net_cpu = join_delay = overhead = 0.0
+    net_cpu = join_delay = push_delay = overhead = 0.0
     if calibration_path is not None and network.name != LOOPBACK_FIT:
         cal = json.loads(Path(calibration_path).read_text())
         net_cpu = float(cal["network_cpu_s_per_byte"])
         join_delay = float(cal.get("pull_join_delay_s", 0.0))
+        push_delay = float(cal.get("push_join_delay_s", 0.0))
         overhead = _message_overhead(cal, workers)
     extra: dict[str, Any] = {}
     if mode == "allreduce":
@@ -698,6 +704,7 @@ def predict_testbed_stage(
         ps_with_workers=True,
         network_cpu_s_per_byte=net_cpu,
         pull_join_delay_s=join_delay,
+        push_join_delay_s=push_delay,
         collective=dataclasses.replace(base.collective, message_overhead_s=overhead),
     )
     rule = steady_rule(config, wildcards)
@@ -715,6 +722,7 @@ def predict_testbed_stage(
         "workers_per_node": workers,
         "network_cpu_s_per_byte": net_cpu,
         "pull_join_delay_s": join_delay,
+        "push_join_delay_s": push_delay,
         "message_overhead_s": overhead,
         **extra,
         **predict_point(

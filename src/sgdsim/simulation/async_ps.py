@@ -130,6 +130,7 @@ def simulate_async(
     compute_slots: float = 1.0,
     link_quantum_bytes: float = 0.0,
     pull_join_delay_s: float = 0.0,
+    push_join_delay_s: float = 0.0,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
@@ -208,6 +209,13 @@ def simulate_async(
             within a few steps; processor sharing alone keeps any phase they
             start with. Measured on the testbed by
             :func:`sgdsim.testbed.calibrate.pull_join_delay`.
+        push_join_delay_s: seconds the first push of a step's backward pass
+            (its first push once every pull of the step has arrived) waits
+            when the PS NIC is receiving from another worker at that moment
+            (0: none). On the testbed a worker whose gradients start while
+            another's stream into the PS runs gets its share about 30 ms late
+            (docs/steady-state.md), which keeps asynchronous workers taking
+            turns. Measured by :func:`sgdsim.testbed.calibrate.push_join_delay`.
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
@@ -232,15 +240,15 @@ def simulate_async(
         workers_per_node,
         compute_slots,
         link_quantum_bytes,
-        pull_join_delay_s,
+        (pull_join_delay_s, push_join_delay_s),
         pull_gap_s,
         start_offsets_s,
     )
     wall0 = time.perf_counter()
     raw = _run_model(
         workload, network, workers, steps_per_worker, policy, seed, start_offsets_s, trace,
-        workers_per_node, ps_discipline, compute_slots, link_quantum_bytes, pull_join_delay_s,
-        pull_gap_s, pull_gap_cpu,
+        workers_per_node, ps_discipline, compute_slots, link_quantum_bytes,
+        (pull_join_delay_s, push_join_delay_s), pull_gap_s, pull_gap_cpu,
         PolicySizes(p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes),
     )  # fmt: skip
     if step_log is not None:
@@ -263,14 +271,15 @@ def _run_model(
     ps_discipline: str,
     compute_slots: float,
     link_quantum_bytes: float,
-    pull_join_delay_s: float,
+    join_delays_s: tuple[float, float],
     pull_gap_s: float,
     pull_gap_cpu: bool,
     sizes: PolicySizes,
 ) -> RawRun:
     """One run of the step model that serves this configuration (arguments as
     :func:`simulate_async`, checked there): the bulk :class:`FastFifoRun` for
-    whole-tensor FIFO policies on one PS without quantum or join delay, and
+    whole-tensor FIFO policies on one PS without quantum or join delays
+    (``join_delays_s``: pulls', pushes'), and
     with a pull gap only as a pure delay on a fair PS NIC; :class:`AsyncPSModel`
     otherwise."""
     pol = get_policy(policy)
@@ -279,7 +288,7 @@ def _run_model(
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     gap_ok = not serial_gap or (_GAP_FAST and not pull_gap_cpu and ps_discipline == "fair")
-    fast = gap_ok and not link_quantum_bytes and not pull_join_delay_s
+    fast = gap_ok and not link_quantum_bytes and not any(join_delays_s)
     if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
         return FastFifoRun(
             workload,
@@ -311,7 +320,7 @@ def _run_model(
         ps_discipline,
         compute_slots,
         link_quantum_bytes,
-        pull_join_delay_s,
+        *join_delays_s,
     ).run()
 
 
@@ -323,7 +332,7 @@ def _check_args(
     workers_per_node: int,
     compute_slots: float,
     link_quantum_bytes: float,
-    pull_join_delay_s: float,
+    join_delays_s: tuple[float, float],
     pull_gap_s: float,
     start_offsets_s: Sequence[float] | None,
 ) -> None:
@@ -341,7 +350,8 @@ def _check_args(
         (workers_per_node >= 1, f"workers_per_node must be >= 1, got {workers_per_node}"),
         (compute_slots > 0, f"compute_slots must be > 0, got {compute_slots}"),
         (link_quantum_bytes >= 0, f"link_quantum_bytes must be >= 0, got {link_quantum_bytes}"),
-        (pull_join_delay_s >= 0, f"pull_join_delay_s must be >= 0, got {pull_join_delay_s}"),
+        (join_delays_s[0] >= 0, f"pull_join_delay_s must be >= 0, got {join_delays_s[0]}"),
+        (join_delays_s[1] >= 0, f"push_join_delay_s must be >= 0, got {join_delays_s[1]}"),
         (
             start_offsets_s is None or len(start_offsets_s) == workers,
             f"start_offsets_s needs {workers} values, got "
@@ -422,6 +432,7 @@ def simulate_async_replicated(
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     link_quantum_bytes: float = 0.0,
     pull_join_delay_s: float = 0.0,
+    push_join_delay_s: float = 0.0,
     trace: list[TraceRecord] | None = None,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
@@ -473,6 +484,7 @@ def simulate_async_replicated(
             start_offsets_s=row,
             link_quantum_bytes=link_quantum_bytes,
             pull_join_delay_s=pull_join_delay_s,
+            push_join_delay_s=push_join_delay_s,
             trace=trace if r == 0 else None,
         )
         for r, row in enumerate(rows)

@@ -61,8 +61,12 @@ class Connection:
     - the pull gap of the one-at-a-time policies (``pull_gap_s``): the
       control message that enforces the order, a pure delay or CPU work on
       the worker's node (``pull_gap_cpu``);
-    - the join delay (``pull_join_delay_s``): a step's first pull waits that
-      long if the PS NIC is sending to another worker at that moment.
+    - the join delays, each calibrated on the testbed
+      (:mod:`sgdsim.testbed.calibrate`): a step's first pull waits
+      ``pull_join_delay_s`` if the PS NIC is sending to another worker at that
+      moment, and the first push of a step's backward pass (the step's first
+      push once all its pulls have arrived) waits ``push_join_delay_s`` if the
+      PS NIC is receiving from another worker.
 
     The arrival differs by direction: :class:`PullConnection` (DOWN) and
     :class:`PushConnection` (UP) implement :meth:`on_arrival`.
@@ -83,7 +87,7 @@ class Connection:
         self.queue = queue
         self.busy = False
         self.since = 0.0  # when the unit on the wire was put there
-        self.joined_step = -1  # step whose first pull this connection last sent
+        self.joined_step = -1  # step whose first pull (backward push) this connection sent
 
     def kick(self, now: float) -> None:
         """If idle, put the next unit of the queue on the wire at ``now``."""
@@ -94,12 +98,25 @@ class Connection:
         if unit is None:
             return
         self.busy = True
-        if self.direction == DOWN and m.join_delay_s > 0 and self.joined_step != unit[2]:
-            self.joined_step = unit[2]  # the step's first pull
-            if self.ps.on_wire[DOWN]:  # the PS is sending to another worker
-                m.sim.schedule(now + m.join_delay_s, JOIN, self.wire, unit)
-                return
+        delay = self._join_delay(unit)
+        if delay:
+            m.sim.schedule(now + delay, JOIN, self.wire, unit)
+            return
         self.wire(now, unit)
+
+    def _join_delay(self, unit: Unit) -> float:
+        """Seconds ``unit`` waits before the wire: the join delay if it opens its step's
+        pulls (or backward pushes) while the PS NIC carries another worker's, else 0."""
+        m = self.model
+        d = m.join_delay_s if self.direction == DOWN else m.push_join_delay_s
+        if not d or self.joined_step == unit[2]:
+            return 0.0
+        if self.direction == UP:
+            w = m.workers[unit[1]]
+            if w.step != unit[2] or w.cur.left:  # still in the forward pass
+                return 0.0
+        self.joined_step = unit[2]
+        return d if self.ps.on_wire[self.direction] else 0.0
 
     def wire(self, now: float, unit: Unit) -> None:
         """Put ``unit`` on the network at ``now``."""
@@ -196,6 +213,9 @@ class PushConnection(Connection):
             self._trace(now, unit)
         m.workers[unit[1]].pushes_arrived(now, unit[2], unit[3], ps)
         if self.busy:
+            return None
+        if m.push_join_delay_s:
+            self.kick(now)  # the backward pass's first push may wait
             return None
         nxt = queue.take(m.block_budget)  # None if the queue is empty
         if nxt is not None:

@@ -320,6 +320,7 @@ class AsyncPSModel:
         "ps",
         "pull_gap_cpu",
         "pull_gap_s",
+        "push_join_delay_s",
         "rng",
         "sharded",
         "shared_cpu",
@@ -349,6 +350,7 @@ class AsyncPSModel:
         compute_slots: float = 1.0,
         link_quantum_bytes: float = 0.0,
         pull_join_delay_s: float = 0.0,
+        push_join_delay_s: float = 0.0,
     ) -> None:
         self.plan = StepPlan.build(workload, network, pol.get_policy(policy), spec, pull_order)
         self.rng = np.random.default_rng(seed)
@@ -359,6 +361,7 @@ class AsyncPSModel:
         self.pull_gap_s = spec.pull_gap_s
         self.pull_gap_cpu = spec.pull_gap_s > 0 and spec.pull_gap_cpu
         self.join_delay_s = pull_join_delay_s
+        self.push_join_delay_s = push_join_delay_s
         self.workers_per_node = workers_per_node
         self.shared_cpu = workers_per_node > 1 or self.pull_gap_cpu
         shards = workload.ps_tasks

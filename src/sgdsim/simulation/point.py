@@ -52,6 +52,9 @@ class SimParams:
             network costs that node (0 outside the testbed).
         pull_join_delay_s: seconds a step that starts on a busy PS waits
             (measured on the testbed; 0 elsewhere).
+        push_join_delay_s: seconds a step's backward pass that starts while the
+            PS receives from another worker waits (measured on the testbed; 0
+            elsewhere).
         collective: settings of the ``allreduce`` mode.
         phase_band: add the phase band (:func:`phase_band`) to ``async`` points with N > 1.
     """
@@ -66,6 +69,7 @@ class SimParams:
     ps_with_workers: bool = False
     network_cpu_s_per_byte: float = 0.0
     pull_join_delay_s: float = 0.0
+    push_join_delay_s: float = 0.0
     collective: CollectiveSettings = field(default_factory=CollectiveSettings)
     phase_band: bool = False
 
@@ -156,10 +160,12 @@ def predict_point(
         episodes: (``warmup_s``, ``duration_s``, ``min_steps``): with
             ``start_offsets_s``, run and score each as the measured episode it
             predicts (:func:`sgdsim.simulation.protocols.simulate_episodes`).
-        steady: a :class:`~sgdsim.protocol.SteadyRule`: simulate until the
-            measurement's convergence rule holds and score the run by it
+        steady: a :class:`~sgdsim.protocol.SteadyRule`: simulate
+            ``params.replications`` runs until the measurement's convergence
+            rule holds, score each by it and average
             (:func:`sgdsim.simulation.protocols.simulate_steady`); the record
-            gains the columns of :func:`sgdsim.protocol.steady_columns`.
+            gains the columns of :func:`sgdsim.protocol.steady_columns` (of
+            the first run).
         trace: if given, receives the first run's trace records.
 
     With ``params.phase_band`` an ``async`` point with N > 1 gains
@@ -185,7 +191,7 @@ def predict_point(
             sim_log.clear()
             return simulate_steady(
                 workload, network, workers, steady, estimate=estimates, step_log=sim_log,
-                compute_slots=slots, **kw,
+                replications=params.replications, compute_slots=slots, **kw,
             )  # fmt: skip
         if episodes is not None and start_offsets_s is not None:
             from sgdsim.simulation.protocols import simulate_episodes
@@ -276,6 +282,7 @@ def _sim_kwargs(
         "pull_gap_s": workload.rpc_rtt_s + 2 * network.latency_s,
         "pull_gap_cpu": params.ps_with_workers,
         "pull_join_delay_s": params.pull_join_delay_s,
+        "push_join_delay_s": params.push_join_delay_s,
         **dataclasses.asdict(params.sizes),
     }
     if mode != "async":
@@ -322,7 +329,7 @@ def phase_band(
     """
     from sgdsim.simulation.async_ps import simulate_async
 
-    args = {**kw, "pull_join_delay_s": 0.0, "compute_slots": slots}
+    args = {**kw, "pull_join_delay_s": 0.0, "push_join_delay_s": 0.0, "compute_slots": slots}
     alone = simulate_async(
         workload, network, 1, params.steps_per_worker, params.warmup_steps,
         start_offsets_s=[0.0], **args,
@@ -365,6 +372,7 @@ def lockstep_steps_per_s(
     args = {
         **kw,
         "pull_join_delay_s": 0.0,
+        "push_join_delay_s": 0.0,
         "compute_slots": 1.0,
         "workers_per_node": 1,
         "pull_gap_s": gap,

@@ -146,38 +146,84 @@ def simulate_steady(
     seed: int = 0,
     estimate: list[SteadyEstimate] | None = None,
     step_log: list[list[float]] | None = None,
+    replications: int = 1,
     **kwargs: Any,
 ) -> Any:
     """Simulate one validation point under the ``steady`` protocol, scored as
     the measurement scores it.
 
-    One run of :func:`sgdsim.simulation.simulate_async` with the simulator's
-    own seeded start phases (the testbed's workers start when their processes
-    come up, so their phases are not chosen either), lengthened (doubled, from
-    the contention-free step time :func:`~sgdsim.simulation.async_ps.single_step_estimate`)
-    until :func:`sgdsim.protocol.steady_stop` decides on its step ends: at
-    the first window that converges, or at ``rule.max_s``.
+    Runs of :func:`sgdsim.simulation.simulate_async` with the simulator's own
+    seeded start phases (the testbed's workers start when their processes
+    come up, so their phases are not chosen either), each lengthened (doubled,
+    from the contention-free step time
+    :func:`~sgdsim.simulation.async_ps.single_step_estimate`) until
+    :func:`sgdsim.protocol.steady_stop` decides on its step ends: at the first
+    window that converges, or at ``rule.max_s``. Asynchronous workers can
+    settle into more than one regime (taking turns at the PS NIC or moving
+    together, docs/steady-state.md), and which one a run reaches depends on
+    its start, so the expected rate is the mean over ``replications`` runs
+    with seeds ``seed, seed + 1, …`` (one run for one worker or a synchronous
+    mode, whose start does not matter).
 
     Args:
         workload, network, workers, policy, seed: as for ``simulate_async``.
         rule: the measurement's protocol parameters.
-        estimate: if given, receives the :class:`~sgdsim.protocol.SteadyEstimate`
-            (half-width, batch rates, window, whether it converged).
-        step_log: if given, receives each worker's simulated step ends (s).
+        estimate: if given, receives the first run's
+            :class:`~sgdsim.protocol.SteadyEstimate` (half-width, batch rates,
+            window, whether it converged).
+        step_log: if given, receives each worker's simulated step ends (s) of
+            the first run.
+        replications: runs to average (≥ 1).
         kwargs: further arguments of :func:`sgdsim.simulation.sync.simulate`
             (mode, placement, policy sizes, pull gap, ...).
 
     Returns:
         An :class:`~sgdsim.simulation.async_ps.AsyncResult` whose ``steps_per_s``
-        and ``samples_per_s`` are the estimate's (``steps_per_s_std`` 0,
-        ``replications`` 1); its other metrics cover the whole simulated run.
+        and ``samples_per_s`` are the mean of the runs' estimates
+        (``steps_per_s_std`` their standard deviation); its other metrics
+        cover the first run.
 
     Raises:
-        ValueError: any error of ``simulate_async``, or no decision after
-            :data:`MAX_DOUBLINGS` doublings (a run whose steps never end).
+        ValueError: any error of ``simulate_async``, ``replications`` < 1, or no
+            decision after :data:`MAX_DOUBLINGS` doublings (a run whose steps
+            never end).
     """
     import dataclasses
 
+    if replications < 1:
+        raise ValueError(f"replications must be >= 1, got {replications}")
+    if workers == 1 or kwargs.get("mode", "async") != "async":
+        replications = 1
+    runs = [
+        _steady_run(workload, network, workers, rule, policy, seed + k, kwargs)
+        for k in range(replications)
+    ]
+    r, est, log = runs[0]
+    if estimate is not None:
+        estimate.append(est)
+    if step_log is not None:
+        step_log.extend(log)
+    rates = [e.steps_per_s for _, e, _ in runs]
+    mean = sum(rates) / len(rates)
+    return dataclasses.replace(
+        r,
+        steps_per_s=mean,
+        samples_per_s=mean * workload.batch_size,
+        steps_per_s_std=statistics.pstdev(rates),
+        replications=len(runs),
+    )
+
+
+def _steady_run(
+    workload: Any,
+    network: Any,
+    workers: int,
+    rule: SteadyRule,
+    policy: str,
+    seed: int,
+    kwargs: dict[str, Any],
+) -> tuple[Any, SteadyEstimate, list[list[float]]]:
+    """One run of :func:`simulate_steady`: its result, estimate and step ends."""
     from sgdsim.simulation.async_ps import single_step_estimate
     from sgdsim.simulation.sync import simulate
 
@@ -198,14 +244,4 @@ def simulate_steady(
         raise ValueError(
             f"the steady-state simulation did not reach a decision in {steps} steps per worker"
         )
-    if estimate is not None:
-        estimate.append(est)
-    if step_log is not None:
-        step_log.extend(log)
-    return dataclasses.replace(
-        r,
-        steps_per_s=est.steps_per_s,
-        samples_per_s=est.steps_per_s * workload.batch_size,
-        steps_per_s_std=0.0,
-        replications=1,
-    )
+    return r, est, log

@@ -220,6 +220,7 @@ CREATE TABLE testbed_predictions (
     steps_per_s_hi   DOUBLE,            -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
+    push_join_delay_s DOUBLE,           -- how late a backward pass's pushes get their share while the PS receives another worker's (calibrated)
     message_overhead_s DOUBLE,          -- software cost of one ring message at this point's N, added to the latency to make alpha (calibrated; 0 at N = 1 and without allreduce points)
     sync_step_s      DOUBLE,            -- allreduce: the all-reduce path's own step, one worker alone (profile_allreduce), s
     profile_compute_s DOUBLE,           -- allreduce: the PS profile's compute per step it replaces, s

@@ -1,7 +1,8 @@
-"""Calibrations of the testbed: CPU per byte of its network, and the PS's join delay.
+"""Calibrations of the testbed: CPU per byte of its network, and the join delays.
 
-:func:`pull_join_delay` races two real TensorFlow workers' pulls from one PS;
-its docstring says how that measures the delay.
+:func:`pull_join_delay` races two real TensorFlow workers' pulls from one PS,
+:func:`push_join_delay` their pushes to it; their docstrings say how that
+measures each delay.
 
 :func:`network_cpu_per_byte`: a profile measures each process's CPU seconds per
 step on unshaped loopback. On the testbed the same bytes also cross a veth
@@ -180,13 +181,14 @@ def network_cpu_per_byte(
 
 @dataclass(frozen=True)
 class JoinDelay:
-    """How late the PS serves a step that starts while it sends to another worker.
+    """How late a worker's transfer that joins another's gets its share of the PS NIC.
 
     Attributes:
         delay_s: the median lag growth, clipped at 0 (seconds): what
-            :func:`sgdsim.simulation.simulate_async` takes as ``pull_join_delay_s``.
+            :func:`sgdsim.simulation.simulate_async` takes as ``pull_join_delay_s``
+            (a pull race) or ``push_join_delay_s`` (a push race).
         growth_s: (reps,) each race's lag growth: how much later the second
-            worker's pull ended than the first's, less how much later it started.
+            worker's transfer ended than the first's, less how much later it started.
         offset_s: how much later the second worker started, seconds.
         bytes_each: bytes each worker pulled per race.
         bandwidth_bps: the testbed NIC rate, bit/s.
@@ -199,17 +201,7 @@ class JoinDelay:
     bandwidth_bps: float
 
 
-def pull_join_delay(
-    bandwidth_bps: float,
-    reps: int = 12,
-    transfer_s: float = 0.025,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
-    threads: int = 2,
-    timeout_s: float = 240.0,
-    buffer_bytes: int | None = None,
-    tensors: int = 4,
-) -> JoinDelay:
+def pull_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinDelay:
     """Measure the PS's join delay on the testbed with a race of two workers' pulls.
 
     A real TensorFlow PS holds ``tensors`` float32 variables of ``transfer_s``
@@ -221,14 +213,65 @@ def pull_join_delay(
     offset``, the second at ``2 transfer_s``). If the PS starts serving the
     second worker's step ``d`` late because it is busy sending, the first is
     alone ``d`` longer and the lead grows by exactly ``d``. The median growth
-    is the join delay (:class:`JoinDelay`). ``mtu``, ``queue`` and
-    ``buffer_bytes`` are the testbed's (:class:`~sgdsim.testbed.netns.Testbed`).
+    is the join delay (:class:`JoinDelay`). Keyword arguments and errors as
+    :func:`join_delay` (``transfer_s`` 0.025 s by default).
+    """
+    return join_delay("pull", bandwidth_bps, **{"transfer_s": 0.025, **kwargs})
+
+
+def push_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinDelay:
+    """Measure how late a push that joins another worker's gets its share of the PS NIC.
+
+    As :func:`pull_join_delay`, with the bytes going the other way: each of two
+    real workers sends ``tensors`` float32 tensors of its own (``transfer_s``
+    worth of bytes at the rate in all) to the PS, which subtracts them from
+    variables of that worker's, as it applies gradients; the second starts 40 %
+    of ``transfer_s`` after the first. Under fair sharing the first ends as far
+    ahead as it started; the median growth of its lead is the push join delay.
+    The pushes of several workers meet in the switch port in front of the PS,
+    where a sender that starts while another's stream fills it takes tens of
+    milliseconds to get its share (docs/steady-state.md), where the PS's own
+    sends share at once. ``transfer_s`` is 0.25 s by default, longer than the
+    pull race's, so that the two still overlap after a delay of that size.
+    Keyword arguments and errors as :func:`join_delay`.
+    """
+    return join_delay("push", bandwidth_bps, **{"transfer_s": 0.25, **kwargs})
+
+
+def join_delay(
+    direction: str,
+    bandwidth_bps: float,
+    reps: int = 12,
+    transfer_s: float = 0.025,
+    mtu: int = DEFAULT_MTU,
+    queue: str = DEFAULT_QUEUE,
+    threads: int = 2,
+    timeout_s: float = 240.0,
+    buffer_bytes: int | None = None,
+    tensors: int = 4,
+) -> JoinDelay:
+    """Race two real TensorFlow workers' pulls (``direction`` ``pull``) or pushes
+    (``push``) on a two-worker testbed (:mod:`sgdsim.testbed.race`) and return the
+    median growth of the first one's lead.
+
+    Args:
+        direction: ``pull`` or ``push``.
+        bandwidth_bps: the testbed NIC rate, bit/s.
+        reps: races.
+        transfer_s: each worker moves this long's worth of bytes at the rate.
+        mtu, queue, buffer_bytes: the testbed's (:class:`~sgdsim.testbed.netns.Testbed`).
+        threads: the TensorFlow processes' intra- and inter-op threads.
+        timeout_s: the whole race's limit, seconds.
+        tensors: float32 tensors per worker and race.
 
     Raises:
         TestbedUnavailable: the testbed cannot run here.
         CalibrationError: a process failed or the race took over ``timeout_s``.
-        ValueError: ``bandwidth_bps``, ``transfer_s``, ``reps`` or ``tensors`` not > 0.
+        ValueError: ``bandwidth_bps``, ``transfer_s``, ``reps`` or ``tensors`` not > 0,
+            or an unknown ``direction``.
     """
+    if direction not in ("pull", "push"):
+        raise ValueError(f"direction must be pull or push, got {direction!r}")
     if not bandwidth_bps > 0 or not transfer_s > 0 or reps < 1 or tensors < 1:
         raise ValueError(
             f"need bandwidth_bps > 0, transfer_s > 0, reps >= 1 and tensors >= 1, "
@@ -242,7 +285,7 @@ def pull_join_delay(
     gap = 4 * transfer_s + 0.1
     env = child_env()
     with (
-        tempfile.TemporaryDirectory(prefix="sgdsim-race-") as tmp,
+        tempfile.TemporaryDirectory(prefix=f"sgdsim-{direction}-race-") as tmp,
         Testbed(2, bandwidth_bps, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes) as tb,
     ):
         d = Path(tmp)
@@ -253,7 +296,7 @@ def pull_join_delay(
         procs = {"ps": tb.popen("ps", ps_argv(cluster, threads, threads, timeout_s + 30), env=env)}
         for k in range(2):
             argv = [
-                sys.executable, "-m", "sgdsim.testbed.pull_race",
+                sys.executable, "-m", "sgdsim.testbed.race", "--direction", direction,
                 "--cluster", json.dumps(cluster), "--task", str(k),
                 "--floats", str(floats), "--tensors", str(tensors), "--reps", str(reps),
                 "--gap", f"{gap}", "--offset", f"{offset}", "--threads", str(threads),
@@ -269,7 +312,7 @@ def pull_join_delay(
             wait_workers(procs, 2, deadline)
             a, b = (json.loads((d / f"w{k}.json").read_text())["steps"] for k in range(2))
         except MeasurementError as e:
-            raise CalibrationError(f"pull race: {e}") from e
+            raise CalibrationError(f"{direction} race: {e}") from e
         finally:
             for p in procs.values():
                 stop(p)
