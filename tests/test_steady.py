@@ -135,6 +135,7 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     import yaml
     from conftest import ROOT
 
+    from sgdsim.config import with_defaults
     from sgdsim.pipeline.grid import publish_stage
     from sgdsim.pipeline.validation import measure_stage, predict_testbed_stage
     from sgdsim.traces import normalize_profile
@@ -180,12 +181,15 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     ).fetchall()
     assert [(r[0], r[1], r[4]) for r in pred] == [(1, "steady", 1), (2, "steady", 2)]
     assert all(r[3] > 0 and r[5] <= 15 + 1e-6 for r in pred)
-    # the stored step ends are what the rule scored: rescoring them gives the same rate
-    ends, rate = con.execute(
-        "SELECT step_end_times, sim_steps_per_s FROM testbed_predictions WHERE workers = 2"
+    # the stored step ends and batch rates are the first run's, as the rule scored them:
+    # rescoring the ends gives the mean of those batches
+    ends, windows, reps = con.execute(
+        "SELECT step_end_times, steps_per_s_windows, replications FROM testbed_predictions "
+        "WHERE workers = 2"
     ).fetchone()
     rule = SteadyRule(warmup_steps=3, settle_s=1, min_steps=20, max_s=15)
     again = steady_stop(ends, rule)
     assert again is not None and again.start == pytest.approx(0.0, abs=1e-9)
-    assert again.steps_per_s == pytest.approx(rate, rel=1e-9)
+    assert again.steps_per_s == pytest.approx(sum(windows) / len(windows), rel=1e-9)
+    assert reps == with_defaults(config)["simulation"]["replications"]  # the rate: their mean
     assert con.execute("SELECT count(*) FROM validation").fetchone()[0] == 2
