@@ -746,3 +746,27 @@ def test_calibration_builds_the_nics_its_network_measures_on(testbed_ok, monkeyp
         1e8, seconds=0.2, mtu=1500, queue="fifo", buffer_bytes=62_500
     )
     assert r.bytes_moved > 0 and limits == [("fifo", 62_500)]
+
+
+def test_a_step_tensorflow_aborts_is_run_again_a_few_times():
+    from sgdsim.testbed.worker import ABORT_RETRIES, run_step
+
+    class Aborted(Exception):
+        pass
+
+    class Session:  # aborts the first `fails` runs, as a duplicated RunGraph does
+        def __init__(self, fails: int) -> None:
+            self.fails, self.runs = fails, 0
+
+        def run(self, op: object) -> None:
+            self.runs += 1
+            if self.runs <= self.fails:
+                raise Aborted("The same RunGraph (Worker) request was received twice.")
+
+    s = Session(ABORT_RETRIES)
+    run_step(s, "train", Aborted, 0)
+    assert s.runs == ABORT_RETRIES + 1
+    with pytest.raises(Aborted):
+        run_step(Session(ABORT_RETRIES + 1), "train", Aborted, 0)
+    with pytest.raises(ValueError):  # other errors are not retried
+        run_step(type("S", (), {"run": lambda self, op: int("x")})(), "train", Aborted, 0)

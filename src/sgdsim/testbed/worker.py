@@ -55,6 +55,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from sgdsim.io import atomic_path
 from sgdsim.profiling.spec import ProfileSpec
@@ -64,8 +65,34 @@ from sgdsim.protocol import episode_done
 INIT_WAIT_S = 120.0
 
 
+#: Times a step TensorFlow aborted is run again before the worker gives up.
+ABORT_RETRIES = 3
+
+
 def log(msg: str) -> None:
     print(f"[worker] {msg}", file=sys.stderr, flush=True)
+
+
+def run_step(sess: Any, op: Any, aborted: type[Exception], task: int) -> None:
+    """Run one training step; run it again (at most :data:`ABORT_RETRIES` times) if
+    TensorFlow aborts it.
+
+    When gRPC retries a call, TensorFlow's master can send the same RunGraph
+    request twice and the task refuses the step ("The same RunGraph (Worker)
+    request was received twice", seen once on loopback); Aborted is the status
+    TensorFlow documents as retriable (``tf.errors.AbortedError``).
+
+    Raises:
+        aborted: the step was aborted more than :data:`ABORT_RETRIES` times.
+    """
+    for attempt in range(ABORT_RETRIES + 1):
+        try:
+            sess.run(op)
+            return
+        except aborted as e:
+            if attempt == ABORT_RETRIES:
+                raise
+            log(f"task {task}: step aborted ({str(e).splitlines()[0][:120]}); running it again")
 
 
 def run_worker(
@@ -181,7 +208,7 @@ def run_worker(
                 feed.write(f"{t!r}\n")
 
         for _ in range(warmup_steps):
-            sess.run(train_op)
+            run_step(sess, train_op, tf.errors.AbortedError, task)
             ends.append(time.time())
             record(ends[-1])
         episode_ends: list[list[float]] = []
@@ -192,7 +219,7 @@ def run_worker(
                 t0 = ends[-1] if ends else start
             mine: list[float] = []
             while True:
-                sess.run(train_op)
+                run_step(sess, train_op, tf.errors.AbortedError, task)
                 mine.append(time.time())
                 record(mine[-1])
                 if episode_done(mine, t0, duration_s, min_steps) or stop_reached(
