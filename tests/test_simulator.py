@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sgdsim.bench import synthetic_resnet50
@@ -408,7 +408,13 @@ def test_throughput_does_not_fall_when_bandwidth_grows_beyond_sampling_noise(
 ):
     # With N > 1 each run depends on its random start offsets; the mean of three
     # seeds over 12 steps scatters by about 1 % (seen on 150 random cases), so a
-    # fall of more than 3 % would be a real anomaly of the model.
+    # fall of more than 3 % would be a real anomaly of the model. Not so where the
+    # PS CPU is nearly saturated: a step ends when the FIFO PS has applied all its
+    # updates, and a faster link can take away the overlap of an update with the
+    # workers' compute (found by Hypothesis: 5 workers, one 363 KB push at step
+    # start and two empty ones at its end, 2.7 ms of updates a step: 372.8 steps/s
+    # at 177 MB/s, 345.1 at twice that, over 10 seeds x 200 steps, every policy).
+    assume(n * float(w.push_update_s.sum()) < 0.5 * float(w.seg_dur_s.sum()))
     from sgdsim.simulation import simulate_async_replicated as sim
 
     kw = {"seed": 1, "replications": 3, "policy": policy, **SIZES}
