@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import math
 
-from sgdsim.simulation.workload import Workload
+import numpy as np
+
+from sgdsim.simulation.workload import Network, Workload
 
 #: Tensor bytes per byte of an Ethernet link rate (1448 / 1538): what a data sheet rate carries.
 ETHERNET_PAYLOAD_FRACTION = 1448 / 1538
@@ -144,3 +146,21 @@ def cpu_bound_steps_per_s(
     ps_bound = c * workload.ps_tasks / dp if dp > 0 else math.inf
     node_bound = nodes * c / dw if dw > 0 else math.inf
     return min(ps_bound, node_bound)
+
+
+def link_bound_steps_per_s(workload: Workload, network: Network) -> float:
+    """Steps/s (all workers) the PS shards' NICs carry at most: min over shards and
+    directions of capacity (bytes/s) / bytes per step (``inf``: no bytes).
+
+    Every step pulls ``pull_bytes`` and pushes ``push_bytes`` through the NIC
+    of the shard that holds each variable, one direction each.
+    """
+    per_shard = [
+        np.bincount(shard, weights=nbytes, minlength=workload.ps_tasks)
+        for shard, nbytes in (
+            (workload.pulls_shard, workload.pull_bytes),
+            (workload.pushes_shard, workload.push_bytes),
+        )
+    ]
+    most = max(float(b.max()) for b in per_shard)
+    return network.bandwidth_Bps / most if most > 0 else math.inf

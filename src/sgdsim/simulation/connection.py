@@ -98,7 +98,8 @@ class Connection:
         if unit is None:
             return
         self.busy = True
-        delay = self._join_delay(unit)
+        # the join delays are the testbed's; elsewhere kick stays one check
+        delay = self._join_delay(unit) if m.join_delay_s or m.push_join_delay_s else 0.0
         if delay:
             m.sim.schedule(now + delay, JOIN, self.wire, unit)
             return

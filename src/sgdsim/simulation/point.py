@@ -15,13 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from sgdsim.simulation.async_ps import simulate_async_replicated
 from sgdsim.simulation.bounds import (
     ETHERNET_PAYLOAD_FRACTION,
     compute_slots,
     cpu_bound_steps_per_s,
+    link_bound_steps_per_s,
 )
 from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.policies import PolicySizes, get_policy
@@ -313,7 +312,7 @@ def phase_band(
       Performance Analysis*, 1991, Sec. 33.1), X(N) ≤ min(N · X(1), 1 / D_max):
       N workers are at most N times as fast as one alone (``X(1)``: one
       simulated worker, the same settings), and no direction of a PS shard's
-      NIC carries more than its capacity (:func:`link_bound_steps_per_s`).
+      NIC carries more than its capacity (:func:`~sgdsim.simulation.bounds.link_bound_steps_per_s`).
       Perfect turn-taking reaches it when transfers dominate; no phasing
       exceeds it.
 
@@ -382,21 +381,3 @@ def lockstep_steps_per_s(
         one, share, 1, params.steps_per_worker, params.warmup_steps, start_offsets_s=[0.0], **args
     )
     return workers * run.steps_per_s
-
-
-def link_bound_steps_per_s(workload: Workload, network: Network) -> float:
-    """Steps/s (all workers) the PS shards' NICs carry at most: min over shards and
-    directions of capacity (bytes/s) / bytes per step (``inf``: no bytes).
-
-    Every step pulls ``pull_bytes`` and pushes ``push_bytes`` through the NIC
-    of the shard that holds each variable, one direction each.
-    """
-    per_shard = [
-        np.bincount(shard, weights=nbytes, minlength=workload.ps_tasks)
-        for shard, nbytes in (
-            (workload.pulls_shard, workload.pull_bytes),
-            (workload.pushes_shard, workload.push_bytes),
-        )
-    ]
-    most = max(float(b.max()) for b in per_shard)
-    return network.bandwidth_Bps / most if most > 0 else math.inf
