@@ -408,12 +408,9 @@ def test_throughput_does_not_fall_when_bandwidth_grows_beyond_sampling_noise(
 ):
     # With N > 1 each run depends on its random start offsets; the mean of three
     # seeds over 12 steps scatters by about 1 % (seen on 150 random cases), so a
-    # fall of more than 3 % would be a real anomaly of the model. Not so where the
-    # PS CPU is nearly saturated: a step ends when the FIFO PS has applied all its
-    # updates, and a faster link can take away the overlap of an update with the
-    # workers' compute (found by Hypothesis: 5 workers, one 363 KB push at step
-    # start and two empty ones at its end, 2.7 ms of updates a step: 372.8 steps/s
-    # at 177 MB/s, 345.1 at twice that, over 10 seeds x 200 steps, every policy).
+    # fall of more than 3 % would be a real anomaly of the model. Not where the PS
+    # CPU is nearly saturated: a faster link can take away the overlap of the FIFO
+    # PS's updates with the workers' compute, so throughput may really fall there.
     assume(n * float(w.push_update_s.sum()) < 0.5 * float(w.seg_dur_s.sum()))
     from sgdsim.simulation import simulate_async_replicated as sim
 
