@@ -27,6 +27,7 @@ from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_END, STEP_START, 
 from sgdsim.simulation.engine import RawRun, single_step_estimate
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import get_policy
+from sgdsim.simulation.push_link import LAST, LOG_N, WAKE, BulkPushLink, settle
 from sgdsim.simulation.workload import Network, Workload
 
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = DEPART, JOIN, SEG_END, STEP_END, STEP_START
@@ -105,7 +106,10 @@ class FastFifoRun:
       its connection is idle, the first that are due join it then, as one
       flow (a "release", taken by the link's own event, not a JOIN event);
       while it is busy their join time does not matter, so all that are due
-      when it empties join then, as one flow;
+      when it empties join then, as one flow. The link takes its releases and
+      departures in compiled code (:class:`~sgdsim.simulation.push_link.BulkPushLink`):
+      at high bandwidth a connection empties before its next push is due, one
+      release and one departure per push;
     - the PS CPU applies pushes later, in batches (``settle``): pushes leave
       in the order of their tags, each at g⁻¹(tag), and the PS serves them
       in that order, one FIFO server, by Lindley's recursion. A batch is
@@ -163,7 +167,6 @@ class FastFifoRun:
         "fixed_req",
         "free_at",
         "gap",
-        "gone",
         "grouped",
         "heaps",
         "held",
@@ -184,7 +187,6 @@ class FastFifoRun:
         "nic_busy",
         "nic_bytes",
         "overhead",
-        "pending",
         "policy",
         "pos_bytes",
         "pos_bytes_a",
@@ -208,8 +210,6 @@ class FastFifoRun:
         "pushes_left",
         "queues",
         "random_order",
-        "records",
-        "releases",
         "req",
         "rng",
         "rseq",
@@ -229,9 +229,7 @@ class FastFifoRun:
         "steps_per_worker",
         "stride",
         "trace",
-        "up_g",
-        "up_k",
-        "up_t",
+        "up",
         "up_wake",
         "vg",
         "vt",
@@ -389,7 +387,6 @@ class FastFifoRun:
             len(self.fixed_flows)
         ] * self.workers  # pull flows this step (-1: not issued yet)
         self.req = [self.fixed_req] * self.workers
-        self.pushes_left = [0] * self.workers
         self.last_update = [0.0] * self.workers
         self.ending = [False] * self.workers
         self.free_at = [
@@ -398,26 +395,20 @@ class FastFifoRun:
         self.busy = [0.0] * self.workers
         self.step_ends: list[list[float]] = [[] for _ in range(self.workers)]
         self.ps_free = 0.0
-        # early: pushes issued ahead by eager chains and not yet on the connection,
-        # per worker, as runs (base, lo, hi) of positions lo … hi − 1, position p due
-        # at base + pos_issue[p]. If the connection is idle, those due first join it
-        # when due (releases); while it is busy, all that are due join as one flow
-        # when it empties (the join time of a busy connection's tail does not matter)
-        self.pending: list[deque[tuple[float, int, int]]] = [deque() for _ in range(self.workers)]
-        # early: the pushes that joined the link and that the PS has not applied
-        # yet (settle), one record per flow, in join order: base (position p's tag
-        # is base + pos_bytes[p + 1]), first unsettled position, end, worker
-        self.records: list[float] = []  # flat: base, lo, hi, worker, join time, base, …
+        # early: the workers → PS link in bulk (push_link): the pushes issued ahead by
+        # eager chains and not yet on the connection, per worker, as runs of
+        # positions; if the connection is idle, those due first join it when due
+        # (releases); while it is busy, all that are due join as one flow when it
+        # empties (the join time of a busy connection's tail does not matter). Its
+        # records are the pushes that joined and that the PS has not applied yet
+        # (settle); its log the breakpoints of the link's virtual clock
+        self.up = BulkPushLink(
+            self.workers, self.cap, np.asarray(self.pos_issue), self.pos_bytes_a, self.n_seg + 2
+        )
+        self.pushes_left = self.up.pushes_left  # pushes of the step not delivered, per worker
         self.held = np.empty((0, 5))  # the records settle kept, as rows
-        self.gone = [0] * self.workers  # positions of this step that left, per worker
         self.settled_end = np.full(self.workers, -np.inf)  # latest PS update end of settled pushes
-        # early: breakpoints of the workers → PS link's virtual clock: from up_t[i]
-        # on, g = up_g[i] + (t − up_t[i]) · cap / up_k[i]
-        self.up_t, self.up_g, self.up_k = [0.0], [0.0], [0]
         self.log_from = 0  # breakpoints before this one precede every unsettled push
-        # early: (due, order, worker) of each idle connection with pending pushes, and
-        # the time of the link's next event in the queue (its departure or a join)
-        self.releases: list[tuple[float, int, int]] = [(math.inf, -1, -1)]  # + sentinel
         self.rseq = 0
         self.up_wake = math.inf
         # early: each step's pull flows travel in groups (pull_groups): per worker the
@@ -649,25 +640,32 @@ class FastFifoRun:
         j = hint - self.down_off
         n_log = len(self.down_g)
         rw = self.req[w]
-        for f in range(self.arrived[w], last):
+        n_seg = self.n_seg
+        f = self.arrived[w]
+        # only the flows whose arrival lets a segment start matter: jump to each
+        while (s := self.seg[w]) < n_seg:
+            if rw[s] - 1 > f:
+                f = rw[s] - 1
+            if f >= last:
+                break
             tag = tag0 + cum[f + 1]
             j = bisect_left(self.down_g, tag, j + 1, n_log) - 1  # the last breakpoint before it
             self.arrived[w] = f + 1
-            s = self.seg[w]
-            if s < self.n_seg and f + 1 >= rw[s]:
-                gap = tag - self.down_g[j]
-                t = self.down_t[j] + (gap if gap > 0.0 else 0.0) * self.down_k[j] / self.cap
-                if t > now:
-                    t = now
-                # as run_chain, without pushes
-                t0 = self.free_at[w]
-                e = bisect_right(rw, f + 1, s + 1, self.n_seg)
-                span = self.seg_end[e] - self.seg_end[s]
-                self.busy[w] += span
-                self.seg[w] = e
-                self.free_at[w] = (t0 if t0 > t else t) + span
-                if e == self.n_seg:
-                    self.check_end(w, t)
+            gap = tag - self.down_g[j]
+            t = self.down_t[j] + (gap if gap > 0.0 else 0.0) * self.down_k[j] / self.cap
+            if t > now:
+                t = now
+            # as run_chain, without pushes
+            t0 = self.free_at[w]
+            e = bisect_right(rw, f + 1, s + 1, n_seg)
+            span = self.seg_end[e] - self.seg_end[s]
+            self.busy[w] += span
+            self.seg[w] = e
+            self.free_at[w] = (t0 if t0 > t else t) + span
+            if e == n_seg:
+                self.check_end(w, t)
+            f += 1
+        self.arrived[w] = last
 
     def join_pushes(self, w: int, slot: int, now: float) -> None:
         """The pushes of ``slot`` of worker ``w`` join its connection at ``now``."""
@@ -718,63 +716,16 @@ class FastFifoRun:
     def issue_run(self, w: int, base: float, lo: int, hi: int, now: float) -> None:
         """Positions ``lo`` … ``hi − 1`` of worker ``w`` are issued, position ``p`` due
         at ``base + pos_issue[p]`` ≥ ``now`` (early)."""
-        pq = self.pending[w]
-        busy_conn = pq or self.queues[_UP][w]
-        pq.append((base, lo, hi))
-        if busy_conn:
+        due = self.up.issue(w, base, lo, hi)
+        if due is None:  # the connection is busy or has pushes pending
             return
         # the connection is idle: it joins the link when the first position is due
-        due = base + self.pos_issue[lo]
-        heapq.heappush(self.releases, (due, self.rseq, w))
-        self.rseq += 1
         if due < now:
             due = now
         if due < self.up_wake:
             self.up_wake = due
             self.link_version[_UP] += 1
             self.push_event(due, _DEPART, _UP, self.link_version[_UP])
-
-    def take_before(self, w: int, now: float) -> tuple[int, int]:
-        """Take worker ``w``'s pending positions due before ``now``; returns their
-        range ``(lo, hi)`` (empty if none)."""
-        pq = self.pending[w]
-        lo = hi = pq[0][1]
-        while pq:
-            base, plo, phi = pq[0]
-            if base + self.pos_issue[phi - 1] < now:
-                hi = phi
-                pq.popleft()
-                continue
-            # the first position not due: bisect on C, then settle rounding on due times
-            hi = bisect_left(self.pos_issue, now - base, plo, phi)
-            while hi > plo and base + self.pos_issue[hi - 1] >= now:
-                hi -= 1
-            while hi < phi and base + self.pos_issue[hi] < now:
-                hi += 1
-            if hi > plo:
-                pq[0] = (base, hi, phi)
-            break
-        return lo, hi
-
-    def take_by(self, w: int, now: float) -> tuple[int, int]:
-        """As :func:`take_before`, the positions due by ``now``."""
-        pq = self.pending[w]
-        lo = hi = pq[0][1]
-        while pq:
-            base, plo, phi = pq[0]
-            if base + self.pos_issue[phi - 1] <= now:
-                hi = phi
-                pq.popleft()
-                continue
-            hi = bisect_right(self.pos_issue, now - base, plo, phi)
-            while hi > plo and base + self.pos_issue[hi - 1] > now:
-                hi -= 1
-            while hi < phi and base + self.pos_issue[hi] <= now:
-                hi += 1
-            if hi > plo:
-                pq[0] = (base, hi, phi)
-            break
-        return lo, hi
 
     def settle(self, x: float, g: float) -> None:
         """The PS applies every push on the link whose tag is at most ``x`` (early).
@@ -791,80 +742,26 @@ class FastFifoRun:
         rec = self._unsettled()
         if rec is None:
             return
-        base = rec[:, 0]
-        lo, hi, conn = rec[:, 1:4].T.astype(np.int64)
-        # positions with tag ≤ x; all that have left (gone) in any case
-        cut = self.pos_bytes_a.searchsorted(x - base, "right") - 1
-        np.maximum(cut, lo, out=cut)
-        np.minimum(cut, hi, out=cut)
-        np.maximum(
-            cut, np.minimum(hi, np.fromiter(self.gone, np.int64, self.workers)[conn]), out=cut
-        )
-        lens = cut - lo
-        ends = lens.cumsum()
-        if ends[-1]:
-            self._apply_updates(rec, lo, lens, ends)
-        rec[:, 1] = cut
-        self.held = rec[cut < hi]
-        j = bisect_left(self.up_g, x if x < g else g, self.log_from) - 1
+        up = self.up
+        kept, self.ps_free = settle(
+            rec, x, up.gone, self.pos_bytes_a, self.pos_update_a, up.log, self.log_from,
+            int(up.ints[LOG_N]), self.cap, self.ps_free, self.settled_end,
+        )  # fmt: skip
+        self.held = rec[:kept]
+        j = self.up.first_breakpoint(x if x < g else g, self.log_from) - 1
         if j > self.log_from:
             self.log_from = j
         if self.log_from > 4096:
-            del self.up_t[: self.log_from], self.up_g[: self.log_from], self.up_k[: self.log_from]
+            self.up.drop_breakpoints(self.log_from)
             self.log_from = 0
 
     def _unsettled(self) -> npt.NDArray[np.float64] | None:
         """(F, 5) the push flows on the link not settled yet, in join order (the rows
         ``settle`` kept, then the records since), or None if there are none."""
-        new = self.records
-        if not new:
+        fresh = self.up.take_records()
+        if not len(fresh):
             return self.held if len(self.held) else None
-        fresh = np.fromiter(new, np.float64, len(new)).reshape(-1, 5)
-        new.clear()
         return np.concatenate((self.held, fresh)) if len(self.held) else fresh
-
-    def _apply_updates(
-        self,
-        rec: npt.NDArray[np.float64],
-        lo: npt.NDArray[np.int64],
-        lens: npt.NDArray[np.int64],
-        ends: npt.NDArray[np.int64],
-    ) -> None:
-        """The PS applies positions ``lo … lo + lens − 1`` of each record of ``rec``
-        (``ends``: cumulative ``lens``), in tag order (see ``settle``)."""
-        total = int(ends[-1])
-        # the positions in join order; a stable sort by (tag, head tag) keeps it for
-        # ties (one sort by tag where no two tags are equal, the common case)
-        pos = np.arange(total) + (lo - (ends - lens)).repeat(lens)
-        r = rec.repeat(lens, axis=0)  # each position's record
-        b = r[:, 0]
-        tags_j = b + self.pos_bytes_a[pos + 1]  # in join order
-        o = tags_j.argsort(kind="stable")
-        tags = tags_j[o]
-        if (tags[1:] == tags[:-1]).any():  # equal tags: the head tag decides
-            o = np.lexsort((b + self.pos_bytes_a[pos], tags_j))
-            tags = tags_j[o]
-        # arrival at the PS: g⁻¹(tag) on the last breakpoint before the tag
-        n_log = len(self.up_g) - self.log_from
-        gl = np.fromiter(self.up_g[self.log_from :], np.float64, n_log)
-        i = gl.searchsorted(tags, "left") - 1
-        np.maximum(i, 0, out=i)
-        gap = tags - gl[i]
-        np.maximum(gap, 0.0, out=gap)
-        tl = np.fromiter(self.up_t[self.log_from :], np.float64, n_log)
-        kl = np.fromiter(self.up_k[self.log_from :], np.float64, n_log)
-        arrive = tl[i] + gap * kl[i] / self.cap
-        # no earlier than the run joined: the clock stands still while the link
-        # idles, so a zero-byte push's tag is also that of the last departure
-        np.maximum(arrive, r[o, 4], out=arrive)
-        u = self.pos_update_a[pos[o]]
-        u_sum = u.cumsum()
-        m = arrive - (u_sum - u)
-        if m[0] < self.ps_free:
-            m[0] = self.ps_free
-        done = u_sum + np.maximum.accumulate(m)
-        self.ps_free = float(done[-1])
-        np.maximum.at(self.settled_end, r[o, 3].astype(np.int64), done)
 
     def check_end(self, w: int, now: float) -> None:
         """Schedule worker ``w``'s step end once compute, pulls and updates are done."""
@@ -896,6 +793,9 @@ class FastFifoRun:
                 start = 0.0 if w == 0 else float(self.rng.uniform(0.0, t1))
             self.push_event(start, _STEP_START, w)
         now = self.sim.run()
+        if self.early:
+            self.nic_bytes[_UP] = self.up.bytes_done
+            self.nic_busy[_UP] = self.up.busy_s
         return RawRun(
             step_ends=self.step_ends,
             busy=self.busy,
@@ -954,80 +854,23 @@ class FastFifoRun:
 
     def _push_link(self, now: float) -> float:
         """The workers → PS link in bulk ("early"): its departures and the idle
-        connections whose pushes fall due, in time order (a departure first at
-        equal times), as long as they precede every other event; returns the
-        time of the last one taken. An emptying connection takes the pushes due
-        by then as one flow; when a step's last push has left, the PS applies all
-        that left by then (``settle``).
-
-        ``releases`` ends in a sentinel due at ``inf``, so its head's time is
-        always defined; only ``_last_push_left`` schedules events, so the time
-        of the next other event (``horizon``) is read again only after it."""
-        h = self.heaps[_UP]
-        qs = self.queues[_UP]
-        releases = self.releases
-        cap = self.cap
-        k = self.k_busy[_UP]
-        g = self.vg[_UP]
-        t_last = self.vt[_UP]
-        nb = self.nic_busy[_UP]
-        nbytes = self.nic_bytes[_UP]
-        log_t, log_g, log_k = self.up_t.append, self.up_g.append, self.up_k.append
+        connections whose pushes fall due, in time order, as long as they precede
+        every other event (:func:`~sgdsim.simulation.push_link.advance`); returns
+        the time of the last one taken. When a step's last push has left, the PS
+        applies all that left by then (``settle``) and the link goes on."""
         horizon = self.sim.peek()
-        taken = 0
         self.up_wake = math.inf
         while True:
-            t_next = math.inf
-            if h:
-                gap = h[0][0] - g
-                t_next = t_last + gap * k / cap if gap > 0.0 else t_last
-            depart = t_next <= releases[0][0]
-            if not depart:
-                t_next = releases[0][0]
-            elif t_next == math.inf:  # nothing on the link, nothing pending
-                self.link_version[_UP] += 1
+            why, c, tag, now, wake, taken = self.up.advance(now, horizon)
+            self.sim.events += taken
+            if why != LAST:
                 break
-            if t_next > now:
-                if t_next >= horizon:
-                    self.up_wake = t_next
-                    self.link_version[_UP] += 1
-                    self.push_event(t_next, _DEPART, _UP, self.link_version[_UP])
-                    break
-                now = t_next  # it precedes every pending event: take it now
-                taken += 1
-            if k:
-                dt = now - t_last
-                g += dt * cap / k
-                nb += dt
-            t_last = now
-            left = -1
-            if depart:
-                c = h[0][2]
-                tag, size, count = qs[c].popleft()
-                if g < tag:
-                    # rounding: the clock reaches the tag when the flow leaves, so
-                    # that g⁻¹(tag) over the breakpoints (settle) gives this time
-                    g = tag
-                nbytes += size
-                left = self.pushes_left[c] - count
-                self.pushes_left[c] = left
-                self.gone[c] = self.n_push - left
-                k -= self._push_run_left(c, tag, now)
-            else:
-                c = self._release_due(g, now)
-                k += 1
-            log_t(now)
-            log_g(g)
-            log_k(k)
-            if not left:
-                self._last_push_left(c, tag, g, now)
-                horizon = self.sim.peek()
-        self.sim.events += taken
-        self.k_busy[_UP] = k
-        self.vg[_UP] = g
-        self.vt[_UP] = t_last
-        self.nic_busy[_UP] = nb
-        self.nic_bytes[_UP] = nbytes
+            self._last_push_left(c, tag, self.up.g, now)
+            horizon = self.sim.peek()
+        self.link_version[_UP] += 1
+        if why == WAKE:
+            self.up_wake = wake
+            self.push_event(wake, _DEPART, _UP, self.link_version[_UP])
         return now
 
     def _pull_link(self, now: float) -> float:
@@ -1102,43 +945,6 @@ class FastFifoRun:
     def _traced_pull_arrived(self, w: int, p: int, now: float, hint: int) -> None:
         """As :meth:`_pull_arrived`, with the pull's trace record."""
         self._deliver(_DOWN, w, p, now, hint)
-
-    def _push_run_left(self, c: int, tag: float, now: float) -> int:
-        """Connection ``c``'s head flow of pushes left at ``now`` (its tag ``tag``): the
-        pushes due by now join as the next flow; returns 1 if ``c`` falls idle."""
-        h = self.heaps[_UP]
-        pq = self.pending[c]
-        if not pq:
-            heapq.heappop(h)
-            return 1
-        base, lo, _ = pq[0]
-        due = base + self.pos_issue[lo]
-        if due < now:  # the pushes due by now join as one flow, a record
-            lo, hi = self.take_before(c, now)
-            base = tag - self.pos_bytes[lo]
-            tag_run = base + self.pos_bytes[hi]
-            self.records.extend((base, lo, hi, c, now))
-            self.queues[_UP][c].append((tag_run, self.pos_bytes[hi] - self.pos_bytes[lo], hi - lo))
-            heapq.heapreplace(h, (tag_run, self.hseq, c))
-            self.hseq += 1
-            return 0
-        heapq.heappop(h)
-        heapq.heappush(self.releases, (due, self.rseq, c))
-        self.rseq += 1
-        return 1
-
-    def _release_due(self, g: float, now: float) -> int:
-        """The first idle connection whose pushes are due takes those due by ``now`` as
-        one flow, starting at virtual time ``g``; returns the connection."""
-        c = heapq.heappop(self.releases)[2]
-        lo, hi = self.take_by(c, now)
-        base = g - self.pos_bytes[lo]  # one flow, a record
-        tag_run = base + self.pos_bytes[hi]
-        self.records.extend((base, lo, hi, c, now))
-        self.queues[_UP][c].append((tag_run, self.pos_bytes[hi] - self.pos_bytes[lo], hi - lo))
-        heapq.heappush(self.heaps[_UP], (tag_run, self.hseq, c))
-        self.hseq += 1
-        return c
 
     def _last_push_left(self, c: int, tag: float, g: float, now: float) -> None:
         """Worker ``c``'s last push of the step left: the PS applies every push up to
@@ -1295,7 +1101,7 @@ class FastFifoRun:
         self.pushes_left[w] = self.n_push
         self.last_update[w] = now
         if self.early:
-            self.gone[w] = 0
+            self.up.gone[w] = 0
             if self.first_pos[1]:
                 self.issue_run(w, now + self.latency, 0, self.first_pos[1], now)
         elif self.eager:

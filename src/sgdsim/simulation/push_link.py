@@ -1,0 +1,556 @@
+"""The workers → PS link of the fast loop in bulk, its inner loop compiled.
+
+:class:`BulkPushLink` is the PS NIC's receive side as
+:class:`~sgdsim.simulation.fast_fifo.FastFifoRun` works it with a fair PS NIC
+and one worker per node: processor sharing by a virtual clock (Demers,
+Keshav and Shenker, SIGCOMM 1989; :class:`~sgdsim.simulation.link.PSLink`),
+each worker's connection carrying the pushes due by the time it empties as
+one flow. At high bandwidth a connection empties before its next push is
+due, so the link sees a join and a departure per push: tens of millions in
+a sweep. :func:`advance` takes them in time order, as long as they precede
+every other event, in code that numba compiles, on arrays:
+
+- ``busy``: a heap of ``(tag, seq, connection)``, the flow on the wire of each
+  busy connection (the tag is the virtual time at its last byte);
+- ``releases``: a heap of ``(due, seq, connection)``, each idle connection
+  whose first pending push falls due then;
+- ``pending``: per connection, a ring of runs ``(base, lo, hi)``: positions
+  ``lo … hi − 1`` of the step's pushes in issue order, position ``p`` due at
+  ``base + pos_issue[p]``;
+- ``records``: one row ``(base, lo, hi, connection, join time)`` per flow that
+  joined, for the PS to apply later (``FastFifoRun.settle``), position ``p``'s
+  tag being ``base + pos_bytes[p + 1]``;
+- ``log``: the clock's breakpoints ``(t, g, k)``: from ``t`` on the virtual
+  time is ``g + (t' − t) · cap / k``, which ``settle`` inverts.
+
+The arithmetic is the Python loop's, operation for operation, so the figures
+are the same to the bit (``tests/test_simulator.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+#: Why :func:`advance` returned.
+WAKE, IDLE, LAST, GROW = range(4)
+
+# F: the link's float state
+_G, _T_LAST, _BUSY_S, _BYTES, _CAP = range(5)
+# I: the link's int state
+_K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, LOG_N = range(7)
+_LOG_N = LOG_N
+# per connection, ints: flow on the wire (pushes in it), busy flag, pushes of the
+# step not gone yet, positions gone, ring head, ring length
+_COUNT, _ON, _LEFT, _GONE, _HEAD, _LEN = range(6)
+
+_jit = numba.njit(cache=True, nogil=True)
+
+#: Initial rows of the records and columns of the clock's log; both double when full.
+RECORDS0, LOG0 = 64, 4096
+
+
+@_jit
+def _before(ka: float, sa: int, kb: float, sb: int) -> bool:
+    """Heap order: key, then sequence."""
+    return ka < kb or (ka == kb and sa < sb)
+
+
+@_jit
+def _heap_push(
+    key: float, seq: int, item: int, n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray
+) -> int:
+    """Push ``(key, seq, item)`` on the heap of size ``n``; returns the new size."""
+    i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _before(key, seq, hk[p], hs[p]):
+            break
+        hk[i], hs[i], hc[i] = hk[p], hs[p], hc[p]
+        i = p
+    hk[i], hs[i], hc[i] = key, seq, item
+    return n + 1
+
+
+@_jit
+def _sift_down(
+    key: float, seq: int, item: int, n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray
+) -> None:
+    """Put ``(key, seq, item)`` at the root of the heap of size ``n`` and restore order."""
+    i = 0
+    while True:
+        m = 2 * i + 1
+        if m >= n:
+            break
+        r = m + 1
+        if r < n and _before(hk[r], hs[r], hk[m], hs[m]):
+            m = r
+        if not _before(hk[m], hs[m], key, seq):
+            break
+        hk[i], hs[i], hc[i] = hk[m], hs[m], hc[m]
+        i = m
+    hk[i], hs[i], hc[i] = key, seq, item
+
+
+@_jit
+def _heap_pop(n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray) -> int:
+    """Remove the heap's top; returns the new size."""
+    n -= 1
+    if n > 0:
+        _sift_down(hk[n], hs[n], hc[n], n, hk, hs, hc)
+    return n
+
+
+@_jit
+def release(
+    ints: np.ndarray, rk: np.ndarray, rs: np.ndarray, rc: np.ndarray, due: float, c: int
+) -> None:
+    """Idle connection ``c``'s first pending push falls due at ``due`` (s)."""
+    ints[_R_N] = _heap_push(due, ints[_RSEQ], c, ints[_R_N], rk, rs, rc)
+    ints[_RSEQ] += 1
+
+
+@_jit
+def _take(
+    c: int,
+    now: float,
+    strict: bool,
+    conn: np.ndarray,
+    pend_base: np.ndarray,
+    pend_pos: np.ndarray,
+    pos_issue: np.ndarray,
+) -> tuple[int, int]:
+    """Take connection ``c``'s pending positions due before ``now`` (``strict``) or by
+    ``now``; returns their range ``(lo, hi)`` (empty if none)."""
+    size = pend_base.shape[1]
+    head = conn[c, _HEAD]
+    n = conn[c, _LEN]
+    lo = hi = pend_pos[c, head, 0]
+    while n:
+        base = pend_base[c, head]
+        plo = pend_pos[c, head, 0]
+        phi = pend_pos[c, head, 1]
+        last = base + pos_issue[phi - 1]
+        if last < now or (not strict and last == now):
+            hi = phi
+            head = (head + 1) % size
+            n -= 1
+            continue
+        # the first position not due: bisect on C, then settle rounding on due times
+        x = now - base
+        a, b = plo, phi
+        while a < b:
+            mid = (a + b) >> 1
+            if pos_issue[mid] < x or (not strict and pos_issue[mid] == x):
+                a = mid + 1
+            else:
+                b = mid
+        hi = a
+        if strict:
+            while hi > plo and base + pos_issue[hi - 1] >= now:
+                hi -= 1
+            while hi < phi and base + pos_issue[hi] < now:
+                hi += 1
+        else:
+            while hi > plo and base + pos_issue[hi - 1] > now:
+                hi -= 1
+            while hi < phi and base + pos_issue[hi] <= now:
+                hi += 1
+        if hi > plo:
+            pend_pos[c, head, 0] = hi
+        break
+    conn[c, _HEAD] = head
+    conn[c, _LEN] = n
+    return lo, hi
+
+
+@_jit
+def _join(
+    c: int,
+    base: float,
+    lo: int,
+    hi: int,
+    now: float,
+    ints: np.ndarray,
+    conn: np.ndarray,
+    cur: np.ndarray,
+    pos_bytes: np.ndarray,
+    records: np.ndarray,
+) -> float:
+    """Positions ``lo … hi − 1`` of ``c`` join as one flow (a record); returns its tag."""
+    tag = base + pos_bytes[hi]
+    r = ints[_REC_N]
+    records[r, 0] = base
+    records[r, 1] = lo
+    records[r, 2] = hi
+    records[r, 3] = c
+    records[r, 4] = now
+    ints[_REC_N] = r + 1
+    cur[c, 0] = tag
+    cur[c, 1] = pos_bytes[hi] - pos_bytes[lo]
+    conn[c, _COUNT] = hi - lo
+    return tag
+
+
+@_jit
+def _leave(
+    c: int,
+    tag: float,
+    now: float,
+    ints: np.ndarray,
+    busy: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rel: tuple[np.ndarray, np.ndarray, np.ndarray],
+    conn: np.ndarray,
+    cur: np.ndarray,
+    pend_base: np.ndarray,
+    pend_pos: np.ndarray,
+    pos: tuple[np.ndarray, np.ndarray],
+    records: np.ndarray,
+) -> int:
+    """Connection ``c``'s flow (tag ``tag``) left at ``now``: the pushes due before now
+    join as its next flow; returns 1 if ``c`` falls idle (released when its next
+    pending push is due), else 0."""
+    hk, hs, hc = busy
+    pos_issue, pos_bytes = pos
+    h = conn[c, _HEAD]
+    if conn[c, _LEN] and pend_base[c, h] + pos_issue[pend_pos[c, h, 0]] < now:
+        lo, hi = _take(c, now, True, conn, pend_base, pend_pos, pos_issue)
+        t = _join(c, tag - pos_bytes[lo], lo, hi, now, ints, conn, cur, pos_bytes, records)
+        _sift_down(t, ints[_HSEQ], c, ints[_H_N], hk, hs, hc)  # replaces c's entry, the top
+        ints[_HSEQ] += 1
+        return 0
+    ints[_H_N] = _heap_pop(ints[_H_N], hk, hs, hc)
+    conn[c, _ON] = 0
+    if conn[c, _LEN]:
+        due = pend_base[c, h] + pos_issue[pend_pos[c, h, 0]]
+        release(ints, rel[0], rel[1], rel[2], due, c)
+    return 1
+
+
+@_jit
+def advance(
+    floats: np.ndarray,
+    ints: np.ndarray,
+    busy: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rel: tuple[np.ndarray, np.ndarray, np.ndarray],
+    conn: np.ndarray,
+    cur: np.ndarray,
+    pend_base: np.ndarray,
+    pend_pos: np.ndarray,
+    pos: tuple[np.ndarray, np.ndarray],
+    records: np.ndarray,
+    log: np.ndarray,
+    now: float,
+    horizon: float,
+    n_push: int,
+) -> tuple[int, int, float, float, float, int]:
+    """Take the link's departures and the releases of idle connections in time order
+    (a departure first at equal times) while they precede ``horizon`` (s).
+
+    An emptying connection takes the pushes due by then (strictly before) as
+    its next flow; a released one those due by then. Returns ``(why, c, tag,
+    now, wake, taken)``: ``why`` is ``LAST`` when connection ``c``'s last push
+    of the step left at ``now`` (its flow's tag ``tag``; the caller settles
+    and calls again), ``WAKE`` when the next event is at ``wake`` ≥
+    ``horizon``, ``IDLE`` when nothing is on the link or pending, ``GROW``
+    when ``records`` or ``log`` is full (the caller grows them and calls
+    again); ``taken``: events taken before ``horizon``.
+    """
+    hk, hs, hc = busy
+    rk, rs, rc = rel
+    pos_issue, pos_bytes = pos
+    cap = floats[_CAP]
+    g = floats[_G]
+    t_last = floats[_T_LAST]
+    nb = floats[_BUSY_S]
+    nbytes = floats[_BYTES]
+    k = ints[_K]
+    taken = 0
+    why = IDLE
+    c = -1
+    tag = 0.0
+    t_next = math.inf
+    while True:
+        if ints[_REC_N] >= records.shape[0] or ints[_LOG_N] >= log.shape[1]:
+            why = GROW
+            break
+        t_next = math.inf
+        if ints[_H_N]:
+            gap = hk[0] - g
+            t_next = t_last + gap * k / cap if gap > 0.0 else t_last
+        due = rk[0] if ints[_R_N] else math.inf
+        depart = t_next <= due
+        if not depart:
+            t_next = due
+        elif t_next == math.inf:  # nothing on the link, nothing pending
+            why = IDLE
+            break
+        if t_next > now:
+            if t_next >= horizon:
+                why = WAKE
+                break
+            now = t_next  # it precedes every pending event: take it now
+            taken += 1
+        if k:
+            dt = now - t_last
+            g += dt * cap / k
+            nb += dt
+        t_last = now
+        left = -1
+        if depart:
+            c = hc[0]
+            tag = cur[c, 0]
+            if g < tag:
+                # rounding: the clock reaches the tag when the flow leaves, so
+                # that g⁻¹(tag) over the breakpoints (settle) gives this time
+                g = tag
+            nbytes += cur[c, 1]
+            left = conn[c, _LEFT] - conn[c, _COUNT]
+            conn[c, _LEFT] = left
+            conn[c, _GONE] = n_push - left
+            k -= _leave(c, tag, now, ints, busy, rel, conn, cur, pend_base, pend_pos, pos, records)
+        else:
+            c = rc[0]
+            ints[_R_N] = _heap_pop(ints[_R_N], rk, rs, rc)
+            lo, hi = _take(c, now, False, conn, pend_base, pend_pos, pos_issue)
+            t = _join(c, g - pos_bytes[lo], lo, hi, now, ints, conn, cur, pos_bytes, records)
+            ints[_H_N] = _heap_push(t, ints[_HSEQ], c, ints[_H_N], hk, hs, hc)
+            ints[_HSEQ] += 1
+            conn[c, _ON] = 1
+            k += 1
+        n = ints[_LOG_N]
+        log[0, n] = now
+        log[1, n] = g
+        log[2, n] = k
+        ints[_LOG_N] = n + 1
+        if left == 0:
+            why = LAST
+            break
+    floats[_G] = g
+    floats[_T_LAST] = t_last
+    floats[_BUSY_S] = nb
+    floats[_BYTES] = nbytes
+    ints[_K] = k
+    return why, c, tag, now, t_next, taken
+
+
+@_jit
+def settle(
+    rec: np.ndarray,
+    x: float,
+    gone: np.ndarray,
+    pos_bytes: np.ndarray,
+    pos_update: np.ndarray,
+    log: np.ndarray,
+    log_from: int,
+    log_n: int,
+    cap: float,
+    ps_free: float,
+    settled_end: np.ndarray,
+) -> tuple[int, float]:
+    """The PS applies every push of ``rec`` whose tag is at most ``x``, and every one
+    that has left (``gone``), in tag order (ties: the one that became its
+    connection's head first, then join order), each arriving at g⁻¹(tag) from
+    the clock's breakpoints ``log[:, log_from:log_n]`` and served first-in
+    first-out from ``ps_free`` on, by Lindley's recursion (Lindley 1952)
+    D_i = max(a_i, D_{i−1}) + u_i.
+
+    ``rec`` (R, 5): rows ``(base, lo, hi, connection, join time)``; each row's
+    ``lo`` moves past the positions applied, and the rows with positions left
+    move to the front in order. Raises each connection's ``settled_end`` to the
+    end of its last update applied. Returns (rows left, the PS CPU's new
+    ``ps_free``), seconds.
+    """
+    n = rec.shape[0]
+    cut = np.empty(n, np.int64)
+    total = 0
+    for r in range(n):
+        lo, hi = int(rec[r, 1]), int(rec[r, 2])
+        c = np.searchsorted(pos_bytes, x - rec[r, 0], "right") - 1
+        c = min(max(c, lo), hi)
+        cut[r] = max(c, min(hi, gone[int(rec[r, 3])]))
+        total += cut[r] - lo
+    if total:
+        row = np.empty(total, np.int64)
+        pos = np.empty(total, np.int64)
+        i = 0
+        for r in range(n):
+            for p in range(int(rec[r, 1]), cut[r]):
+                row[i] = r
+                pos[i] = p
+                i += 1
+        tags_j = rec[row, 0] + pos_bytes[pos + 1]  # in join order
+        o = np.argsort(tags_j, kind="mergesort")
+        for i in range(total - 1):
+            if tags_j[o[i]] == tags_j[o[i + 1]]:  # equal tags: the head tag decides
+                o1 = np.argsort(rec[row, 0] + pos_bytes[pos], kind="mergesort")
+                o = o1[np.argsort(tags_j[o1], kind="mergesort")]
+                break
+        gl = log[1, log_from:log_n]
+        u_sum = 0.0
+        top = -math.inf
+        for i in range(total):
+            q = o[i]
+            tag = tags_j[q]
+            j = max(np.searchsorted(gl, tag, "left") - 1, 0) + log_from
+            gap = max(tag - log[1, j], 0.0)
+            # no earlier than the run joined: the clock stands still while the link
+            # idles, so a zero-byte push's tag is also that of the last departure
+            arrive = max(log[0, j] + gap * log[2, j] / cap, rec[row[q], 4])
+            u = pos_update[pos[q]]
+            u_sum += u
+            m = arrive - (u_sum - u)
+            if i == 0 and m < ps_free:
+                m = ps_free
+            top = max(top, m)
+            ps_free = u_sum + top
+            c = int(rec[row[q], 3])
+            settled_end[c] = max(settled_end[c], ps_free)
+    kept = 0
+    for r in range(n):
+        if cut[r] < rec[r, 2]:
+            rec[kept] = rec[r]
+            rec[kept, 1] = cut[r]
+            kept += 1
+    return kept, ps_free
+
+
+class BulkPushLink:
+    """The workers → PS link's state, on arrays for :func:`advance`.
+
+    Args:
+        workers: connections (one per worker).
+        cap: the link's capacity, bytes/s.
+        pos_issue: (P,) each position's issue time less its chain's start, s.
+        pos_bytes: (P + 1,) bytes of the positions before each, bytes.
+        ring: pending runs a connection can hold at once (a step's chains).
+    """
+
+    __slots__ = (
+        "busy",
+        "conn",
+        "cur",
+        "floats",
+        "ints",
+        "log",
+        "n_push",
+        "pend_base",
+        "pend_pos",
+        "pos",
+        "records",
+        "rel",
+    )
+
+    def __init__(
+        self,
+        workers: int,
+        cap: float,
+        pos_issue: npt.NDArray[np.float64],
+        pos_bytes: npt.NDArray[np.float64],
+        ring: int,
+    ) -> None:
+        self.floats = np.zeros(5)
+        self.floats[_CAP] = cap
+        self.ints = np.zeros(7, np.int64)
+        self.busy = (np.zeros(workers), np.zeros(workers, np.int64), np.zeros(workers, np.int64))
+        self.rel = (np.zeros(workers), np.zeros(workers, np.int64), np.zeros(workers, np.int64))
+        self.conn = np.zeros((workers, 6), np.int64)
+        self.cur = np.zeros((workers, 2))
+        self.pend_base = np.zeros((workers, ring))
+        self.pend_pos = np.zeros((workers, ring, 2), np.int64)
+        self.pos = (np.ascontiguousarray(pos_issue, np.float64), pos_bytes)
+        self.n_push = len(pos_issue)
+        self.records = np.zeros((max(RECORDS0, 4 * workers), 5))
+        self.log = np.zeros((3, LOG0))
+        self.ints[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
+
+    @property
+    def pushes_left(self) -> npt.NDArray[np.int64]:
+        """(N,) pushes of each worker's step that have not left (a view)."""
+        return self.conn[:, _LEFT]
+
+    @property
+    def gone(self) -> npt.NDArray[np.int64]:
+        """(N,) positions of each worker's step that have left (a view)."""
+        return self.conn[:, _GONE]
+
+    def issue(self, w: int, base: float, lo: int, hi: int) -> float | None:
+        """Positions ``lo … hi − 1`` of worker ``w`` are issued, position ``p`` due at
+        ``base + pos_issue[p]``. Returns the time the connection joins the link if
+        it was idle with nothing pending (it is released then), else None.
+
+        Raises:
+            RuntimeError: more pending runs than the ring holds (a bug).
+        """
+        conn = self.conn
+        n = int(conn[w, _LEN])
+        size = self.pend_base.shape[1]
+        if n == size:
+            raise RuntimeError(f"worker {w}: more than {size} pending push runs")
+        i = (int(conn[w, _HEAD]) + n) % size
+        self.pend_base[w, i] = base
+        self.pend_pos[w, i, 0] = lo
+        self.pend_pos[w, i, 1] = hi
+        conn[w, _LEN] = n + 1
+        if n or conn[w, _ON]:
+            return None
+        due = base + float(self.pos[0][lo])
+        release(self.ints, *self.rel, due, w)
+        return due
+
+    def advance(self, now: float, horizon: float) -> tuple[int, int, float, float, float, int]:
+        """:func:`advance` on this link's arrays (growing them when full)."""
+        taken = 0
+        while True:
+            out = advance(
+                self.floats, self.ints, self.busy, self.rel, self.conn, self.cur,
+                self.pend_base, self.pend_pos, self.pos, self.records, self.log,
+                now, horizon, self.n_push,
+            )  # fmt: skip
+            taken += out[5]
+            why, c, tag, now, wake, _ = out
+            if why != GROW:
+                return why, c, tag, now, wake, taken
+            if self.ints[_REC_N] >= len(self.records):
+                self.records = np.concatenate((self.records, np.zeros_like(self.records)))
+            if self.ints[_LOG_N] >= self.log.shape[1]:
+                self.log = np.concatenate((self.log, np.zeros_like(self.log)), axis=1)
+
+    def take_records(self) -> npt.NDArray[np.float64]:
+        """(R, 5) the flows that joined since the last call, in join order."""
+        n = int(self.ints[_REC_N])
+        self.ints[_REC_N] = 0
+        return self.records[:n].copy()
+
+    @property
+    def g(self) -> float:
+        """The clock's virtual time at its last breakpoint, bytes."""
+        return float(self.floats[_G])
+
+    def breakpoints(self, start: int) -> npt.NDArray[np.float64]:
+        """(3, B) the clock's breakpoints ``(t, g, k)`` from index ``start`` on (a view)."""
+        return self.log[:, start : self.ints[_LOG_N]]
+
+    def first_breakpoint(self, g: float, start: int) -> int:
+        """Index of the first breakpoint at or after ``start`` whose virtual time is ≥ ``g``."""
+        n = int(self.ints[_LOG_N])
+        return start + int(np.searchsorted(self.log[1, start:n], g, "left"))
+
+    def drop_breakpoints(self, before: int) -> None:
+        """Forget the breakpoints before index ``before`` (indices shift down by it)."""
+        n = int(self.ints[_LOG_N])
+        self.log[:, : n - before] = self.log[:, before:n]
+        self.ints[_LOG_N] = n - before
+
+    @property
+    def busy_s(self) -> float:
+        """Seconds the link was busy, up to its last breakpoint."""
+        return float(self.floats[_BUSY_S])
+
+    @property
+    def bytes_done(self) -> float:
+        """Bytes that left the link."""
+        return float(self.floats[_BYTES])
