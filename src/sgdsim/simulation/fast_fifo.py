@@ -27,7 +27,7 @@ from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_END, STEP_START, 
 from sgdsim.simulation.engine import RawRun, single_step_estimate
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import get_policy
-from sgdsim.simulation.push_link import LAST, LOG_N, WAKE, BulkPushLink, settle
+from sgdsim.simulation.push_link import LAST, WAKE, BulkPushLink
 from sgdsim.simulation.workload import Network, Workload
 
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = DEPART, JOIN, SEG_END, STEP_END, STEP_START
@@ -110,8 +110,9 @@ class FastFifoRun:
       departures in compiled code (:class:`~sgdsim.simulation.push_link.BulkPushLink`):
       at high bandwidth a connection empties before its next push is due, one
       release and one departure per push;
-    - the PS CPU applies pushes later, in batches (``settle``): pushes leave
-      in the order of their tags, each at g⁻¹(tag), and the PS serves them
+    - the PS CPU applies pushes later, in batches
+      (:func:`~sgdsim.simulation.push_link.settle`): pushes leave in the
+      order of their tags, each at g⁻¹(tag), and the PS serves them
       in that order, one FIFO server, by Lindley's recursion. A batch is
       settled whenever a worker's last push of a step has left, whose step
       end needs the time its last update ends: every push with a tag up to
@@ -169,14 +170,12 @@ class FastFifoRun:
         "gap",
         "grouped",
         "heaps",
-        "held",
         "hseq",
         "joined",
         "k_busy",
         "last_update",
         "latency",
         "link_version",
-        "log_from",
         "n_conn",
         "n_flows",
         "n_nodes",
@@ -221,7 +220,6 @@ class FastFifoRun:
         "seg_index",
         "seg_pushes",
         "seg_start",
-        "settled_end",
         "shared_cpu",
         "sim",
         "start_offsets_s",
@@ -403,12 +401,14 @@ class FastFifoRun:
         # records are the pushes that joined and that the PS has not applied yet
         # (settle); its log the breakpoints of the link's virtual clock
         self.up = BulkPushLink(
-            self.workers, self.cap, np.asarray(self.pos_issue), self.pos_bytes_a, self.n_seg + 2
+            self.workers,
+            self.cap,
+            np.asarray(self.pos_issue),
+            self.pos_bytes_a,
+            self.pos_update_a,
+            self.n_seg + 2,
         )
         self.pushes_left = self.up.pushes_left  # pushes of the step not delivered, per worker
-        self.held = np.empty((0, 5))  # the records settle kept, as rows
-        self.settled_end = np.full(self.workers, -np.inf)  # latest PS update end of settled pushes
-        self.log_from = 0  # breakpoints before this one precede every unsettled push
         self.rseq = 0
         self.up_wake = math.inf
         # early: each step's pull flows travel in groups (pull_groups): per worker the
@@ -727,42 +727,6 @@ class FastFifoRun:
             self.link_version[_UP] += 1
             self.push_event(due, _DEPART, _UP, self.link_version[_UP])
 
-    def settle(self, x: float, g: float) -> None:
-        """The PS applies every push on the link whose tag is at most ``x`` (early).
-
-        Pushes leave the link in the order of their tags (ties: the one that
-        became its connection's head first, then join order), at the real time
-        the link's virtual clock reaches the tag: g⁻¹(tag), from the clock's
-        breakpoints. The PS CPU serves them first-in first-out, by Lindley's
-        recursion (Lindley 1952) D_i = max(a_i, D_{i−1}) + u_i, which unrolls to
-        D_i = U_i + max(D_0, max_{j≤i}(a_j − U_{j−1})), U_i = u_1 + … + u_i: one
-        cumulative sum and one running maximum for the whole batch. ``g`` is
-        the link's virtual time now; every later push has a tag ≥ min(x, g).
-        """
-        rec = self._unsettled()
-        if rec is None:
-            return
-        up = self.up
-        kept, self.ps_free = settle(
-            rec, x, up.gone, self.pos_bytes_a, self.pos_update_a, up.log, self.log_from,
-            int(up.ints[LOG_N]), self.cap, self.ps_free, self.settled_end,
-        )  # fmt: skip
-        self.held = rec[:kept]
-        j = self.up.first_breakpoint(x if x < g else g, self.log_from) - 1
-        if j > self.log_from:
-            self.log_from = j
-        if self.log_from > 4096:
-            self.up.drop_breakpoints(self.log_from)
-            self.log_from = 0
-
-    def _unsettled(self) -> npt.NDArray[np.float64] | None:
-        """(F, 5) the push flows on the link not settled yet, in join order (the rows
-        ``settle`` kept, then the records since), or None if there are none."""
-        fresh = self.up.take_records()
-        if not len(fresh):
-            return self.held if len(self.held) else None
-        return np.concatenate((self.held, fresh)) if len(self.held) else fresh
-
     def check_end(self, w: int, now: float) -> None:
         """Schedule worker ``w``'s step end once compute, pulls and updates are done."""
         if (
@@ -857,20 +821,25 @@ class FastFifoRun:
         connections whose pushes fall due, in time order, as long as they precede
         every other event (:func:`~sgdsim.simulation.push_link.advance`); returns
         the time of the last one taken. When a step's last push has left, the PS
-        applies all that left by then (``settle``) and the link goes on."""
+        applies all that left by then (:func:`~sgdsim.simulation.push_link.settle`)
+        and the link goes on."""
         horizon = self.sim.peek()
         self.up_wake = math.inf
         while True:
-            why, c, tag, now, wake, taken = self.up.advance(now, horizon)
+            why, c, now, t, taken = self.up.advance(now, horizon)
             self.sim.events += taken
             if why != LAST:
                 break
-            self._last_push_left(c, tag, self.up.g, now)
+            # c's last push of the step left, the PS has applied every push up to it:
+            # the step may end when c's last update does
+            if t > self.last_update[c]:
+                self.last_update[c] = t
+            self.check_end(c, now)
             horizon = self.sim.peek()
         self.link_version[_UP] += 1
         if why == WAKE:
-            self.up_wake = wake
-            self.push_event(wake, _DEPART, _UP, self.link_version[_UP])
+            self.up_wake = t
+            self.push_event(t, _DEPART, _UP, self.link_version[_UP])
         return now
 
     def _pull_link(self, now: float) -> float:
@@ -945,16 +914,6 @@ class FastFifoRun:
     def _traced_pull_arrived(self, w: int, p: int, now: float, hint: int) -> None:
         """As :meth:`_pull_arrived`, with the pull's trace record."""
         self._deliver(_DOWN, w, p, now, hint)
-
-    def _last_push_left(self, c: int, tag: float, g: float, now: float) -> None:
-        """Worker ``c``'s last push of the step left: the PS applies every push up to
-        its tag (``settle``), and the step may end when its last update does."""
-        self.settle(tag, g)
-        end = float(self.settled_end[c])
-        self.settled_end[c] = -np.inf
-        if end > self.last_update[c]:
-            self.last_update[c] = end
-        self.check_end(c, now)
 
     def _link_departures(self, a: int, now: float) -> float:
         """Departures from link ``a`` (PS → workers, or workers → PS outside bulk) as

@@ -39,10 +39,9 @@ import numpy.typing as npt
 WAKE, IDLE, LAST, GROW = range(4)
 
 # F: the link's float state
-_G, _T_LAST, _BUSY_S, _BYTES, _CAP = range(5)
+_G, _T_LAST, _BUSY_S, _BYTES, _CAP, _PS_FREE = range(6)
 # I: the link's int state
-_K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, LOG_N = range(7)
-_LOG_N = LOG_N
+_K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, _LOG_N, _LOG_FROM = range(8)
 # per connection, ints: flow on the wire (pushes in it), busy flag, pushes of the
 # step not gone yet, positions gone, ring head, ring length
 _COUNT, _ON, _LEFT, _GONE, _HEAD, _LEN = range(6)
@@ -51,6 +50,8 @@ _jit = numba.njit(cache=True, nogil=True)
 
 #: Initial rows of the records and columns of the clock's log; both double when full.
 RECORDS0, LOG0 = 64, 4096
+#: Breakpoints the log drops at once, when that many precede every unsettled push.
+_LOG_DROP = 4096
 
 
 @_jit
@@ -241,23 +242,28 @@ def advance(
     pend_base: np.ndarray,
     pend_pos: np.ndarray,
     pos: tuple[np.ndarray, np.ndarray],
+    ps: tuple[np.ndarray, np.ndarray],
     records: np.ndarray,
     log: np.ndarray,
     now: float,
     horizon: float,
     n_push: int,
-) -> tuple[int, int, float, float, float, int]:
+) -> tuple[int, int, float, float, int]:
     """Take the link's departures and the releases of idle connections in time order
     (a departure first at equal times) while they precede ``horizon`` (s).
 
     An emptying connection takes the pushes due by then (strictly before) as
-    its next flow; a released one those due by then. Returns ``(why, c, tag,
-    now, wake, taken)``: ``why`` is ``LAST`` when connection ``c``'s last push
-    of the step left at ``now`` (its flow's tag ``tag``; the caller settles
-    and calls again), ``WAKE`` when the next event is at ``wake`` ≥
-    ``horizon``, ``IDLE`` when nothing is on the link or pending, ``GROW``
-    when ``records`` or ``log`` is full (the caller grows them and calls
-    again); ``taken``: events taken before ``horizon``.
+    its next flow; a released one those due by then. When a connection's last
+    push of the step leaves, the PS applies every push up to its tag
+    (:func:`_settle_step`). ``ps``: (P,) each position's PS update time, s,
+    and (N,) each connection's latest update end settled, s.
+
+    Returns ``(why, c, now, t, taken)``: ``why`` is ``LAST`` when connection
+    ``c``'s last push of the step left at ``now`` and its last update ends at
+    ``t`` (the caller ends the step and calls again), ``WAKE`` when the next
+    event is at ``t`` ≥ ``horizon``, ``IDLE`` when nothing is on the link or
+    pending, ``GROW`` when ``records`` or ``log`` is full (the caller grows
+    them and calls again); ``taken``: events taken before ``horizon``.
     """
     hk, hs, hc = busy
     rk, rs, rc = rel
@@ -328,13 +334,14 @@ def advance(
         ints[_LOG_N] = n + 1
         if left == 0:
             why = LAST
+            t_next = _settle_step(c, tag, g, floats, ints, conn, pos_bytes, ps, records, log)
             break
     floats[_G] = g
     floats[_T_LAST] = t_last
     floats[_BUSY_S] = nb
     floats[_BYTES] = nbytes
     ints[_K] = k
-    return why, c, tag, now, t_next, taken
+    return why, c, now, t_next, taken
 
 
 @_jit
@@ -418,14 +425,55 @@ def settle(
     return kept, ps_free
 
 
+@_jit
+def _settle_step(
+    c: int,
+    x: float,
+    g: float,
+    floats: np.ndarray,
+    ints: np.ndarray,
+    conn: np.ndarray,
+    pos_bytes: np.ndarray,
+    ps: tuple[np.ndarray, np.ndarray],
+    records: np.ndarray,
+    log: np.ndarray,
+) -> float:
+    """Connection ``c``'s last push of the step left, its tag ``x``, the clock at ``g``:
+    the PS applies every push on the link whose tag is at most ``x`` (:func:`settle`,
+    every later push has a tag ≥ min(x, g)); returns the end of ``c``'s last update, s."""
+    pos_update, settled_end = ps
+    n = ints[_REC_N]
+    if n:
+        kept, floats[_PS_FREE] = settle(
+            records[:n], x, conn[:, _GONE], pos_bytes, pos_update, log, ints[_LOG_FROM],
+            ints[_LOG_N], floats[_CAP], floats[_PS_FREE], settled_end,
+        )  # fmt: skip
+        ints[_REC_N] = kept
+        # the breakpoints before the last one before min(x, g) are of settled pushes
+        lf = ints[_LOG_FROM]
+        n_log = ints[_LOG_N]
+        j = lf + np.searchsorted(log[1, lf:n_log], x if x < g else g, "left") - 1
+        if j > lf:
+            lf = ints[_LOG_FROM] = j
+        if lf > _LOG_DROP:
+            for i in range(n_log - lf):
+                log[0, i], log[1, i], log[2, i] = log[0, lf + i], log[1, lf + i], log[2, lf + i]
+            ints[_LOG_N] = n_log - lf
+            ints[_LOG_FROM] = 0
+    end: float = settled_end[c]
+    settled_end[c] = -math.inf
+    return end
+
+
 class BulkPushLink:
-    """The workers → PS link's state, on arrays for :func:`advance`.
+    """The workers → PS link's state, and the PS's, on arrays for :func:`advance`.
 
     Args:
         workers: connections (one per worker).
         cap: the link's capacity, bytes/s.
         pos_issue: (P,) each position's issue time less its chain's start, s.
         pos_bytes: (P + 1,) bytes of the positions before each, bytes.
+        pos_update: (P,) each position's PS update time, s.
         ring: pending runs a connection can hold at once (a step's chains).
     """
 
@@ -440,6 +488,7 @@ class BulkPushLink:
         "pend_base",
         "pend_pos",
         "pos",
+        "ps",
         "records",
         "rel",
     )
@@ -450,11 +499,12 @@ class BulkPushLink:
         cap: float,
         pos_issue: npt.NDArray[np.float64],
         pos_bytes: npt.NDArray[np.float64],
+        pos_update: npt.NDArray[np.float64],
         ring: int,
     ) -> None:
-        self.floats = np.zeros(5)
+        self.floats = np.zeros(6)
         self.floats[_CAP] = cap
-        self.ints = np.zeros(7, np.int64)
+        self.ints = np.zeros(8, np.int64)
         self.busy = (np.zeros(workers), np.zeros(workers, np.int64), np.zeros(workers, np.int64))
         self.rel = (np.zeros(workers), np.zeros(workers, np.int64), np.zeros(workers, np.int64))
         self.conn = np.zeros((workers, 6), np.int64)
@@ -462,6 +512,7 @@ class BulkPushLink:
         self.pend_base = np.zeros((workers, ring))
         self.pend_pos = np.zeros((workers, ring, 2), np.int64)
         self.pos = (np.ascontiguousarray(pos_issue, np.float64), pos_bytes)
+        self.ps = (np.ascontiguousarray(pos_update, np.float64), np.full(workers, -np.inf))
         self.n_push = len(pos_issue)
         self.records = np.zeros((max(RECORDS0, 4 * workers), 5))
         self.log = np.zeros((3, LOG0))
@@ -501,49 +552,23 @@ class BulkPushLink:
         release(self.ints, *self.rel, due, w)
         return due
 
-    def advance(self, now: float, horizon: float) -> tuple[int, int, float, float, float, int]:
-        """:func:`advance` on this link's arrays (growing them when full)."""
+    def advance(self, now: float, horizon: float) -> tuple[int, int, float, float, int]:
+        """:func:`advance` on this link's arrays, growing them when full: ``(why, c,
+        now, t, taken)`` as there, ``why`` never ``GROW``."""
         taken = 0
         while True:
-            out = advance(
+            why, c, now, t, n = advance(
                 self.floats, self.ints, self.busy, self.rel, self.conn, self.cur,
-                self.pend_base, self.pend_pos, self.pos, self.records, self.log,
+                self.pend_base, self.pend_pos, self.pos, self.ps, self.records, self.log,
                 now, horizon, self.n_push,
             )  # fmt: skip
-            taken += out[5]
-            why, c, tag, now, wake, _ = out
+            taken += n
             if why != GROW:
-                return why, c, tag, now, wake, taken
+                return why, c, now, t, taken
             if self.ints[_REC_N] >= len(self.records):
                 self.records = np.concatenate((self.records, np.zeros_like(self.records)))
             if self.ints[_LOG_N] >= self.log.shape[1]:
                 self.log = np.concatenate((self.log, np.zeros_like(self.log)), axis=1)
-
-    def take_records(self) -> npt.NDArray[np.float64]:
-        """(R, 5) the flows that joined since the last call, in join order."""
-        n = int(self.ints[_REC_N])
-        self.ints[_REC_N] = 0
-        return self.records[:n].copy()
-
-    @property
-    def g(self) -> float:
-        """The clock's virtual time at its last breakpoint, bytes."""
-        return float(self.floats[_G])
-
-    def breakpoints(self, start: int) -> npt.NDArray[np.float64]:
-        """(3, B) the clock's breakpoints ``(t, g, k)`` from index ``start`` on (a view)."""
-        return self.log[:, start : self.ints[_LOG_N]]
-
-    def first_breakpoint(self, g: float, start: int) -> int:
-        """Index of the first breakpoint at or after ``start`` whose virtual time is ≥ ``g``."""
-        n = int(self.ints[_LOG_N])
-        return start + int(np.searchsorted(self.log[1, start:n], g, "left"))
-
-    def drop_breakpoints(self, before: int) -> None:
-        """Forget the breakpoints before index ``before`` (indices shift down by it)."""
-        n = int(self.ints[_LOG_N])
-        self.log[:, : n - before] = self.log[:, before:n]
-        self.ints[_LOG_N] = n - before
 
     @property
     def busy_s(self) -> float:
