@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from sgdsim.simulation.chains import quiet_arrivals
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
 from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_END, STEP_START, Simulation
 from sgdsim.simulation.engine import RawRun, single_step_estimate
@@ -32,6 +33,9 @@ from sgdsim.simulation.workload import Network, Workload
 
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = DEPART, JOIN, SEG_END, STEP_END, STEP_START
 _DOWN, _UP = 0, 1  # PS → workers (pulls), workers → PS (pushes)
+
+#: A group of pull flows: (bytes of the step's flows up to its end, its bytes, its last flow).
+Group = tuple[float, float, int]
 
 # the fast loop works in bulk: each run of pulls that release the same segments
 # is one flow (see _pull_flows), a worker's segments run ahead until one waits
@@ -149,11 +153,10 @@ class FastFifoRun:
         "conn_free",
         "cores",
         "down_cum",
-        "down_g",
         "down_hint",
-        "down_k",
+        "down_log",
+        "down_n",
         "down_off",
-        "down_t",
         "down_tag0",
         "down_trim",
         "down_wake",
@@ -166,6 +169,7 @@ class FastFifoRun:
         "fixed_flows",
         "fixed_groups",
         "fixed_req",
+        "fixed_req_a",
         "free_at",
         "gap",
         "grouped",
@@ -210,6 +214,7 @@ class FastFifoRun:
         "queues",
         "random_order",
         "req",
+        "req_a",
         "rng",
         "rseq",
         "running",
@@ -217,6 +222,7 @@ class FastFifoRun:
         "seg",
         "seg_dur",
         "seg_end",
+        "seg_end_a",
         "seg_index",
         "seg_pushes",
         "seg_start",
@@ -319,7 +325,8 @@ class FastFifoRun:
         self.n_conn = 1 if self.fifo else self.workers
         # segment chains in bulk: seg_end[s] = the time the step's compute takes up
         # to the start of segment s (C_s = d_0 + … + d_{s−1})
-        self.seg_end = np.concatenate(([0.0], np.cumsum(self.seg_dur))).tolist()
+        self.seg_end_a = np.concatenate(([0.0], np.cumsum(self.seg_dur)))
+        self.seg_end = self.seg_end_a.tolist()
         # early: a step's pushes in issue order ("positions"), slot by slot; the
         # pushes of slots j_lo … j_hi − 1 are positions first_pos[j_lo] … first_pos[j_hi] − 1
         self.push_order = [q for slot in self.pushes_after for q in slot]
@@ -385,6 +392,8 @@ class FastFifoRun:
             len(self.fixed_flows)
         ] * self.workers  # pull flows this step (-1: not issued yet)
         self.req = [self.fixed_req] * self.workers
+        self.fixed_req_a = np.asarray(self.fixed_req, np.int64)
+        self.req_a = [self.fixed_req_a] * self.workers  # req as arrays (grouped pulls)
         self.last_update = [0.0] * self.workers
         self.ending = [False] * self.workers
         self.free_at = [
@@ -414,18 +423,18 @@ class FastFifoRun:
         # early: each step's pull flows travel in groups (pull_groups): per worker the
         # step's cum, the virtual time its first flow started at, and the breakpoint
         # (absolute index) at which its head group started; breakpoints of the
-        # PS → workers link's clock as up_t, up_g, up_k (down_off: entries dropped
-        # before the head group of every busy connection)
+        # PS → workers link's clock in down_log (down_off: entries dropped before
+        # the head group of every busy connection)
         if self.grouped and self.n_pull:
-            _, _, self.fixed_cum, self.fixed_groups = self.pull_groups(
-                np.asarray(get_policy(self.policy).pull_order(self.workload))
-            )
+            order = np.asarray(get_policy(self.policy).pull_order(self.workload))
+            _, _, _, self.fixed_cum, self.fixed_groups = self.pull_groups(order)
         else:
-            self.fixed_cum, self.fixed_groups = [], []
+            self.fixed_cum, self.fixed_groups = np.zeros(1), []
         self.down_cum = [self.fixed_cum] * self.workers
         self.down_tag0 = [0.0] * self.workers
         self.down_hint = [0] * self.workers
-        self.down_t, self.down_g, self.down_k = [0.0], [0.0], [0]
+        self.down_log = np.zeros((3, 4096))  # breakpoints (t, g, k), down_n of them
+        self.down_n = 1
         self.down_off = 0
         self.down_trim = max(4096, 16 * self.workers)
 
@@ -444,7 +453,13 @@ class FastFifoRun:
     def pull_groups(
         self,
         order: npt.NDArray[np.int64],
-    ) -> tuple[list[int], int, list[float], list[tuple[float, float, int]]]:
+    ) -> tuple[
+        list[int],
+        npt.NDArray[np.int64],
+        int,
+        npt.NDArray[np.float64],
+        list[tuple[float, float, int]],
+    ]:
         """One step's pulls issued in ``order``, as :func:`_pull_flows` makes them
         flows, and those flows grouped for the link (early): a flow whose arrival
         lets only segments run that issue no push, and that is not the step's
@@ -453,7 +468,8 @@ class FastFifoRun:
         the arrival time, see ``quiet_arrivals``).
 
         Returns:
-            ``req`` and the number of flows F as :func:`_pull_flows`; ``cum``:
+            ``req`` (as a list and an array) and the number of flows F as
+            :func:`_pull_flows`; ``cum``:
             (F + 1,) bytes of the flows before each flow; ``groups``: ``(cum at
             the group's end, bytes, index of its last flow)``.
         """
@@ -469,7 +485,8 @@ class FastFifoRun:
         ends = np.flatnonzero(loud[1:])
         at_end = cum[ends + 1].tolist()
         sizes = [b - a for a, b in zip([0.0, *at_end], at_end, strict=False)]
-        return rq.tolist(), n, cum.tolist(), list(zip(at_end, sizes, ends.tolist(), strict=True))
+        groups = list(zip(at_end, sizes, ends.tolist(), strict=True))
+        return rq.tolist(), rq, n, cum, groups
 
     def push_event(self, t: float, kind: int, a: int, b: int = 0) -> None:
         """Schedule an event of ``kind`` at ``t`` (s) for worker or link ``a``."""
@@ -584,7 +601,7 @@ class FastFifoRun:
         """Worker ``w``'s pulls of the step join its idle connection at ``now`` as
         groups (early; see ``pull_groups``)."""
         if self.random_order:
-            self.req[w], self.n_flows[w], cum, groups = self.pull_groups(
+            self.req[w], self.req_a[w], self.n_flows[w], cum, groups = self.pull_groups(
                 self.rng.permutation(self.n_pull)
             )
         else:
@@ -605,10 +622,8 @@ class FastFifoRun:
         h = self.heaps[_DOWN]
         heapq.heappush(h, (q[0][0], self.hseq, w))
         self.hseq += 1
-        self.down_t.append(now)
-        self.down_g.append(tag0)
-        self.down_k.append(k)
-        self.down_hint[w] = self.down_off + len(self.down_t) - 1
+        self._log_down(now, tag0, k)
+        self.down_hint[w] = self.down_off + self.down_n - 1
         # every departure time changed
         self.link_version[_DOWN] += 1
         gap = h[0][0] - tag0
@@ -618,16 +633,22 @@ class FastFifoRun:
             _DOWN,
             self.link_version[_DOWN],
         )
-        if len(self.down_t) > self.down_trim:
+        if self.down_n > self.down_trim:
             # drop the breakpoints before every busy connection's head group
             keep = min(self.down_hint[c] for c in range(self.workers) if self.queues[_DOWN][c])
-            del (
-                self.down_t[: keep - self.down_off],
-                self.down_g[: keep - self.down_off],
-                self.down_k[: keep - self.down_off],
-            )
+            d, n = keep - self.down_off, self.down_n
+            self.down_log[:, : n - d] = self.down_log[:, d:n].copy()
+            self.down_n = n - d
             self.down_off = keep
-            self.down_trim = max(4096, 16 * self.workers, 2 * len(self.down_t))
+            self.down_trim = max(4096, 16 * self.workers, 2 * self.down_n)
+
+    def _log_down(self, t: float, g: float, k: int) -> None:
+        """Log a breakpoint of the PS → workers clock (grouped pulls)."""
+        n = self.down_n
+        if n == self.down_log.shape[1]:
+            self.down_log = np.concatenate((self.down_log, np.zeros_like(self.down_log)), axis=1)
+        self.down_log[:, n] = (t, g, k)
+        self.down_n = n + 1
 
     def quiet_arrivals(self, w: int, last: int, now: float, hint: int) -> None:
         """The flows of worker ``w``'s group before its last, flow ``last``, arrived by
@@ -635,36 +656,15 @@ class FastFifoRun:
         ``hint`` on, when the group started (the connection was busy all along,
         so the clock rose), its worker's compute running the segments it lets
         run (they issue no push) from then on."""
-        cum = self.down_cum[w]
-        tag0 = self.down_tag0[w]
-        j = hint - self.down_off
-        n_log = len(self.down_g)
-        rw = self.req[w]
-        n_seg = self.n_seg
-        f = self.arrived[w]
-        # only the flows whose arrival lets a segment start matter: jump to each
-        while (s := self.seg[w]) < n_seg:
-            if rw[s] - 1 > f:
-                f = rw[s] - 1
-            if f >= last:
-                break
-            tag = tag0 + cum[f + 1]
-            j = bisect_left(self.down_g, tag, j + 1, n_log) - 1  # the last breakpoint before it
+        s, self.free_at[w], self.busy[w], t, f = quiet_arrivals(
+            self.arrived[w], last, now, hint - self.down_off, self.down_tag0[w], self.seg[w],
+            self.free_at[w], self.busy[w], self.down_cum[w], self.req_a[w], self.seg_end_a,
+            self.down_log, self.down_n, self.cap,
+        )  # fmt: skip
+        self.seg[w] = s
+        if f >= 0:  # the compute reached the step's end at t, flow f having arrived
             self.arrived[w] = f + 1
-            gap = tag - self.down_g[j]
-            t = self.down_t[j] + (gap if gap > 0.0 else 0.0) * self.down_k[j] / self.cap
-            if t > now:
-                t = now
-            # as run_chain, without pushes
-            t0 = self.free_at[w]
-            e = bisect_right(rw, f + 1, s + 1, n_seg)
-            span = self.seg_end[e] - self.seg_end[s]
-            self.busy[w] += span
-            self.seg[w] = e
-            self.free_at[w] = (t0 if t0 > t else t) + span
-            if e == n_seg:
-                self.check_end(w, t)
-            f += 1
+            self.check_end(w, t)
         self.arrived[w] = last
 
     def join_pushes(self, w: int, slot: int, now: float) -> None:
@@ -944,11 +944,9 @@ class FastFifoRun:
             hint = 0
             if self.grouped:  # the PS → workers link: log the clock; c's next group starts now
                 hint = self.down_hint[c]
-                self.down_t.append(now)
-                self.down_g.append(g)
-                self.down_k.append(k)
+                self._log_down(now, g, k)
                 if fq:
-                    self.down_hint[c] = self.down_off + len(self.down_t) - 1
+                    self.down_hint[c] = self.down_off + self.down_n - 1
             self._deliver(a, c, payload, now, hint)
             if h:
                 gap = h[0][0] - g
