@@ -345,6 +345,49 @@ def advance(
 
 
 @_jit
+def _merge_runs(tags: np.ndarray, heads: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """(T,) the order of the items by tag, then head tag, then index (a stable sort by
+    tag, ties by head tag), given runs ``starts[r] … starts[r + 1] − 1`` already in
+    that order: adjacent runs merged pairwise, pass after pass (bottom-up merge sort
+    on natural runs, Knuth, TAOCP vol. 3, 5.2.4)."""
+    total = len(tags)
+    src = np.arange(total)
+    dst = np.empty(total, np.int64)
+    bounds = starts.copy()
+    n_runs = len(starts) - 1
+    while n_runs > 1:
+        k = 0
+        for r in range(0, n_runs, 2):
+            a, mid = bounds[r], bounds[r + 1]
+            b = bounds[r + 2] if r + 2 <= n_runs else mid
+            i, j, out = a, mid, a
+            while i < mid and j < b:
+                x, y = src[i], src[j]
+                # y first only if strictly before x (x has the smaller index)
+                if tags[y] < tags[x] or (tags[y] == tags[x] and heads[y] < heads[x]):
+                    dst[out] = y
+                    j += 1
+                else:
+                    dst[out] = x
+                    i += 1
+                out += 1
+            while i < mid:
+                dst[out] = src[i]
+                i += 1
+                out += 1
+            while j < b:
+                dst[out] = src[j]
+                j += 1
+                out += 1
+            bounds[k] = a
+            k += 1
+        bounds[k] = total
+        n_runs = k
+        src, dst = dst, src
+    return src
+
+
+@_jit
 def settle(
     rec: np.ndarray,
     x: float,
@@ -383,26 +426,29 @@ def settle(
     if total:
         row = np.empty(total, np.int64)
         pos = np.empty(total, np.int64)
+        tags = np.empty(total)
+        heads = np.empty(total)
+        starts = np.empty(n + 1, np.int64)  # each row's positions are a run of rising tags
         i = 0
         for r in range(n):
+            starts[r] = i
+            base = rec[r, 0]
             for p in range(int(rec[r, 1]), cut[r]):
                 row[i] = r
                 pos[i] = p
+                heads[i] = base + pos_bytes[p]
+                tags[i] = base + pos_bytes[p + 1]
                 i += 1
-        tags_j = rec[row, 0] + pos_bytes[pos + 1]  # in join order
-        o = np.argsort(tags_j, kind="mergesort")
-        for i in range(total - 1):
-            if tags_j[o[i]] == tags_j[o[i + 1]]:  # equal tags: the head tag decides
-                o1 = np.argsort(rec[row, 0] + pos_bytes[pos], kind="mergesort")
-                o = o1[np.argsort(tags_j[o1], kind="mergesort")]
-                break
-        gl = log[1, log_from:log_n]
+        starts[n] = total
+        o = _merge_runs(tags, heads, starts)
         u_sum = 0.0
         top = -math.inf
+        j = log_from  # the last breakpoint before the tag (tags rise along o)
         for i in range(total):
             q = o[i]
-            tag = tags_j[q]
-            j = max(np.searchsorted(gl, tag, "left") - 1, 0) + log_from
+            tag = tags[q]
+            while j + 1 < log_n and log[1, j + 1] < tag:
+                j += 1
             gap = max(tag - log[1, j], 0.0)
             # no earlier than the run joined: the clock stands still while the link
             # idles, so a zero-byte push's tag is also that of the last departure
