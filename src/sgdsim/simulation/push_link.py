@@ -41,12 +41,13 @@ WAKE, IDLE, LAST, GROW = range(4)
 # F: the link's float state
 _G, _T_LAST, _BUSY_S, _BYTES, _CAP, _PS_FREE = range(6)
 # I: the link's int state
-_K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, _LOG_N, _LOG_FROM = range(8)
+_K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, _LOG_N, _LOG_FROM, _NW, _RING, _NP = range(11)
 # per connection, ints: flow on the wire (pushes in it), busy flag, pushes of the
 # step not gone yet, positions gone, ring head, ring length
 _COUNT, _ON, _LEFT, _GONE, _HEAD, _LEN = range(6)
 
 _jit = numba.njit(cache=True, nogil=True)
+_F_HEAD, _I_HEAD = 6, 11  # the scalars at the head of the two buffers
 
 #: Initial rows of the records and columns of the clock's log; both double when full.
 RECORDS0, LOG0 = 64, 4096
@@ -232,7 +233,7 @@ def _leave(
 
 
 @_jit
-def advance(
+def _advance(
     floats: np.ndarray,
     ints: np.ndarray,
     busy: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -511,6 +512,86 @@ def _settle_step(
     return end
 
 
+@_jit
+def _views(floats: np.ndarray, ints: np.ndarray) -> tuple:
+    """The link's arrays as views of its two buffers: ``floats`` holds the float
+    state, then (N,) busy keys, (N,) release keys, (N, 2) flows on the wire,
+    (N, ring) pending bases, (P,) pos_issue, (P + 1,) pos_bytes, (P,) PS update
+    times and (N,) settled ends; ``ints`` the int state, then (N,) busy
+    sequence numbers and connections, the same for releases, (N, 6) per
+    connection and (N, ring, 2) pending positions. One buffer per dtype keeps
+    a call from Python cheap (numba checks each argument's type)."""
+    n, ring, p = ints[_NW], ints[_RING], ints[_NP]
+    o = _F_HEAD
+    hk = floats[o : o + n]
+    rk = floats[o + n : o + 2 * n]
+    o += 2 * n
+    cur = floats[o : o + 2 * n].reshape(n, 2)
+    o += 2 * n
+    pend_base = floats[o : o + n * ring].reshape(n, ring)
+    o += n * ring
+    pos_issue = floats[o : o + p]
+    pos_bytes = floats[o + p : o + 2 * p + 1]
+    pos_update = floats[o + 2 * p + 1 : o + 3 * p + 1]
+    settled_end = floats[o + 3 * p + 1 : o + 3 * p + 1 + n]
+    o = _I_HEAD
+    hs, hc = ints[o : o + n], ints[o + n : o + 2 * n]
+    rs, rc = ints[o + 2 * n : o + 3 * n], ints[o + 3 * n : o + 4 * n]
+    o += 4 * n
+    conn = ints[o : o + 6 * n].reshape(n, 6)
+    pend_pos = ints[o + 6 * n : o + 6 * n + 2 * n * ring].reshape(n, ring, 2)
+    return (
+        (hk, hs, hc), (rk, rs, rc), conn, cur, pend_base, pend_pos,
+        (pos_issue, pos_bytes), (pos_update, settled_end),
+    )  # fmt: skip
+
+
+def _buffer_sizes(workers: int, ring: int, positions: int) -> tuple[int, int]:
+    """Lengths of the float and the int buffer of :func:`_views`."""
+    n, p = workers, positions
+    return _F_HEAD + 5 * n + n * ring + 3 * p + 1, _I_HEAD + 10 * n + 2 * n * ring
+
+
+@_jit
+def advance(
+    floats: np.ndarray, ints: np.ndarray, records: np.ndarray, log: np.ndarray, now: float,
+    horizon: float,
+) -> tuple[int, int, float, float, int]:  # fmt: skip
+    """:func:`_advance` on the link's buffers (:func:`_views`)."""
+    busy, rel, conn, cur, pend_base, pend_pos, pos, ps = _views(floats, ints)
+    return _advance(
+        floats, ints, busy, rel, conn, cur, pend_base, pend_pos, pos, ps, records, log, now,
+        horizon, ints[_NP],
+    )  # fmt: skip
+
+
+@_jit
+def issue(floats: np.ndarray, ints: np.ndarray, w: int, base: float, lo: int, hi: int) -> float:
+    """Positions ``lo … hi − 1`` of connection ``w`` are issued, position ``p`` due at
+    ``base + pos_issue[p]``: they wait in its ring. Returns the time the
+    connection joins the link if it was idle with nothing pending (it is
+    released then), else −inf.
+
+    Raises:
+        RuntimeError: more pending runs than the ring holds (a bug).
+    """
+    _, rel, conn, _, pend_base, pend_pos, pos, _ = _views(floats, ints)
+    n = conn[w, _LEN]
+    size = pend_base.shape[1]
+    if n == size:
+        raise RuntimeError("more pending push runs than the ring holds")
+    i = (conn[w, _HEAD] + n) % size
+    pend_base[w, i] = base
+    pend_pos[w, i, 0] = lo
+    pend_pos[w, i, 1] = hi
+    conn[w, _LEN] = n + 1
+    if n or conn[w, _ON]:
+        return -math.inf
+    due = base + pos[0][lo]
+    release(ints, rel[0], rel[1], rel[2], due, w)
+    return due
+
+
 class BulkPushLink:
     """The workers → PS link's state, and the PS's, on arrays for :func:`advance`.
 
@@ -523,21 +604,7 @@ class BulkPushLink:
         ring: pending runs a connection can hold at once (a step's chains).
     """
 
-    __slots__ = (
-        "busy",
-        "conn",
-        "cur",
-        "floats",
-        "ints",
-        "log",
-        "n_push",
-        "pend_base",
-        "pend_pos",
-        "pos",
-        "ps",
-        "records",
-        "rel",
-    )
+    __slots__ = ("floats", "gone", "ints", "log", "pushes_left", "records")
 
     def __init__(
         self,
@@ -548,55 +615,27 @@ class BulkPushLink:
         pos_update: npt.NDArray[np.float64],
         ring: int,
     ) -> None:
-        self.floats = np.zeros(6)
+        n_f, n_i = _buffer_sizes(workers, ring, len(pos_issue))
+        self.floats = np.zeros(n_f)
+        self.ints = np.zeros(n_i, np.int64)
         self.floats[_CAP] = cap
-        self.ints = np.zeros(8, np.int64)
-        self.busy = (np.zeros(workers), np.zeros(workers, np.int64), np.zeros(workers, np.int64))
-        self.rel = (np.zeros(workers), np.zeros(workers, np.int64), np.zeros(workers, np.int64))
-        self.conn = np.zeros((workers, 6), np.int64)
-        self.cur = np.zeros((workers, 2))
-        self.pend_base = np.zeros((workers, ring))
-        self.pend_pos = np.zeros((workers, ring, 2), np.int64)
-        self.pos = (np.ascontiguousarray(pos_issue, np.float64), pos_bytes)
-        self.ps = (np.ascontiguousarray(pos_update, np.float64), np.full(workers, -np.inf))
-        self.n_push = len(pos_issue)
+        self.ints[_NW], self.ints[_RING], self.ints[_NP] = workers, ring, len(pos_issue)
+        _, _, conn, _, _, _, pos, ps = _views(self.floats, self.ints)
+        pos[0][:] = pos_issue
+        pos[1][:] = pos_bytes
+        ps[0][:] = pos_update
+        ps[1][:] = -np.inf
+        #: (N,) pushes of each worker's step that have not left, and positions that have
+        self.pushes_left: npt.NDArray[np.int64] = conn[:, _LEFT]
+        self.gone: npt.NDArray[np.int64] = conn[:, _GONE]
         self.records = np.zeros((max(RECORDS0, 4 * workers), 5))
         self.log = np.zeros((3, LOG0))
         self.ints[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
 
-    @property
-    def pushes_left(self) -> npt.NDArray[np.int64]:
-        """(N,) pushes of each worker's step that have not left (a view)."""
-        return self.conn[:, _LEFT]
-
-    @property
-    def gone(self) -> npt.NDArray[np.int64]:
-        """(N,) positions of each worker's step that have left (a view)."""
-        return self.conn[:, _GONE]
-
     def issue(self, w: int, base: float, lo: int, hi: int) -> float | None:
-        """Positions ``lo … hi − 1`` of worker ``w`` are issued, position ``p`` due at
-        ``base + pos_issue[p]``. Returns the time the connection joins the link if
-        it was idle with nothing pending (it is released then), else None.
-
-        Raises:
-            RuntimeError: more pending runs than the ring holds (a bug).
-        """
-        conn = self.conn
-        n = int(conn[w, _LEN])
-        size = self.pend_base.shape[1]
-        if n == size:
-            raise RuntimeError(f"worker {w}: more than {size} pending push runs")
-        i = (int(conn[w, _HEAD]) + n) % size
-        self.pend_base[w, i] = base
-        self.pend_pos[w, i, 0] = lo
-        self.pend_pos[w, i, 1] = hi
-        conn[w, _LEN] = n + 1
-        if n or conn[w, _ON]:
-            return None
-        due = base + float(self.pos[0][lo])
-        release(self.ints, *self.rel, due, w)
-        return due
+        """As :func:`issue`; None where that gives −inf (no release)."""
+        due: float = issue(self.floats, self.ints, w, base, lo, hi)
+        return None if due == -math.inf else due
 
     def advance(self, now: float, horizon: float) -> tuple[int, int, float, float, int]:
         """:func:`advance` on this link's arrays, growing them when full: ``(why, c,
@@ -604,10 +643,8 @@ class BulkPushLink:
         taken = 0
         while True:
             why, c, now, t, n = advance(
-                self.floats, self.ints, self.busy, self.rel, self.conn, self.cur,
-                self.pend_base, self.pend_pos, self.pos, self.ps, self.records, self.log,
-                now, horizon, self.n_push,
-            )  # fmt: skip
+                self.floats, self.ints, self.records, self.log, now, horizon
+            )
             taken += n
             if why != GROW:
                 return why, c, now, t, taken
