@@ -47,6 +47,7 @@ _K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, _LOG_N, _LOG_FROM, _NW, _RING, _NP = range
 _COUNT, _ON, _LEFT, _GONE, _HEAD, _LEN = range(6)
 
 _jit = numba.njit(cache=True, nogil=True)
+_inline = numba.njit(cache=True, nogil=True, inline="always")  # small helpers of the loop
 _F_HEAD, _I_HEAD = 6, 11  # the scalars at the head of the two buffers
 
 #: Initial rows of the records and columns of the clock's log; both double when full.
@@ -55,13 +56,13 @@ RECORDS0, LOG0 = 64, 4096
 _LOG_DROP = 4096
 
 
-@_jit
+@_inline
 def _before(ka: float, sa: int, kb: float, sb: int) -> bool:
     """Heap order: key, then sequence."""
     return ka < kb or (ka == kb and sa < sb)
 
 
-@_jit
+@_inline
 def _heap_push(
     key: float, seq: int, item: int, n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray
 ) -> int:
@@ -77,7 +78,7 @@ def _heap_push(
     return n + 1
 
 
-@_jit
+@_inline
 def _sift_down(
     key: float, seq: int, item: int, n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray
 ) -> None:
@@ -97,7 +98,7 @@ def _sift_down(
     hk[i], hs[i], hc[i] = key, seq, item
 
 
-@_jit
+@_inline
 def _heap_pop(n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray) -> int:
     """Remove the heap's top; returns the new size."""
     n -= 1
@@ -115,7 +116,7 @@ def release(
     ints[_RSEQ] += 1
 
 
-@_jit
+@_inline
 def _take(
     c: int,
     now: float,
@@ -169,7 +170,7 @@ def _take(
     return lo, hi
 
 
-@_jit
+@_inline
 def _join(
     c: int,
     base: float,
@@ -197,7 +198,7 @@ def _join(
     return tag
 
 
-@_jit
+@_inline
 def _leave(
     c: int,
     tag: float,
