@@ -29,6 +29,7 @@ from sgdsim.simulation.engine import RawRun, single_step_estimate
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import get_policy
 from sgdsim.simulation.push_link import LAST, WAKE, BulkPushLink
+from sgdsim.simulation.push_link import issue as push_issue
 from sgdsim.simulation.workload import Network, Workload
 
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = DEPART, JOIN, SEG_END, STEP_END, STEP_START
@@ -647,7 +648,10 @@ class FastFifoRun:
         n = self.down_n
         if n == self.down_log.shape[1]:
             self.down_log = np.concatenate((self.down_log, np.zeros_like(self.down_log)), axis=1)
-        self.down_log[:, n] = (t, g, k)
+        log = self.down_log
+        log[0, n] = t
+        log[1, n] = g
+        log[2, n] = k
         self.down_n = n + 1
 
     def quiet_arrivals(self, w: int, last: int, now: float, hint: int) -> None:
@@ -716,8 +720,8 @@ class FastFifoRun:
     def issue_run(self, w: int, base: float, lo: int, hi: int, now: float) -> None:
         """Positions ``lo`` … ``hi − 1`` of worker ``w`` are issued, position ``p`` due
         at ``base + pos_issue[p]`` ≥ ``now`` (early)."""
-        due = self.up.issue(w, base, lo, hi)
-        if due is None:  # the connection is busy or has pushes pending
+        due = push_issue(self.up.floats, self.up.ints, w, base, lo, hi)
+        if due == -math.inf:  # the connection is busy or has pushes pending
             return
         # the connection is idle: it joins the link when the first position is due
         if due < now:

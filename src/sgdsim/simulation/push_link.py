@@ -633,11 +633,6 @@ class BulkPushLink:
         self.log = np.zeros((3, LOG0))
         self.ints[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
 
-    def issue(self, w: int, base: float, lo: int, hi: int) -> float | None:
-        """As :func:`issue`; None where that gives −inf (no release)."""
-        due: float = issue(self.floats, self.ints, w, base, lo, hi)
-        return None if due == -math.inf else due
-
     def advance(self, now: float, horizon: float) -> tuple[int, int, float, float, int]:
         """:func:`advance` on this link's arrays, growing them when full: ``(why, c,
         now, t, taken)`` as there, ``why`` never ``GROW``."""
