@@ -26,6 +26,7 @@ from sgdsim.simulation.chains import quiet_arrivals
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
 from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_END, STEP_START, Simulation
 from sgdsim.simulation.engine import RawRun, single_step_estimate
+from sgdsim.simulation.fast_run import run_grouped
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import get_policy
 from sgdsim.simulation.push_link import LAST, WAKE, BulkPushLink
@@ -45,6 +46,8 @@ Group = tuple[float, float, int]
 # flow, and the PS applies pushes in batches (see FastFifoRun); tests switch it
 # off to compare with one event per tensor and segment
 _BULK = True
+# the grouped path with a fixed pull order runs compiled (fast_run); tests switch it off
+_COMPILED = True
 
 
 def _pull_flows(
@@ -754,11 +757,17 @@ class FastFifoRun:
     def run(self) -> RawRun:
         """Start every worker (worker 0 at 0, the others at seeded offsets) and run."""
         t1 = single_step_estimate(self.workload, self.network)
-        for w in range(self.workers):
-            if self.start_offsets_s is not None:
-                start = float(self.start_offsets_s[w])
-            else:
-                start = 0.0 if w == 0 else float(self.rng.uniform(0.0, t1))
+        starts = [
+            float(self.start_offsets_s[w])
+            if self.start_offsets_s is not None
+            else 0.0
+            if w == 0
+            else float(self.rng.uniform(0.0, t1))
+            for w in range(self.workers)
+        ]
+        if self.grouped and not self.random_order and _COMPILED:
+            return self._run_compiled(starts)
+        for w, start in enumerate(starts):
             self.push_event(start, _STEP_START, w)
         now = self.sim.run()
         if self.early:
@@ -776,6 +785,46 @@ class FastFifoRun:
             nic={
                 "ps0.out": (self.nic_bytes[_DOWN], self.nic_busy[_DOWN]),
                 "ps0.in": (self.nic_bytes[_UP], self.nic_busy[_UP]),
+            },
+        )
+
+    def _run_compiled(self, starts: list[float]) -> RawRun:
+        """The grouped path with a fixed pull order as one compiled run
+        (:func:`~sgdsim.simulation.fast_run.run_grouped`): the same figures."""
+        groups = self.fixed_groups
+        step_ends, busy, now, events, nic = run_grouped(
+            np.asarray(starts, np.float64),
+            self.steps_per_worker,
+            self.cap,
+            self.latency,
+            self.pull_start,
+            self.overhead,
+            self.seg_end_a,
+            self.fixed_req_a,
+            np.asarray(self.first_pos, np.int64),
+            (
+                np.array([g[0] for g in groups], np.float64),
+                np.array([g[1] for g in groups], np.float64),
+                np.array([g[2] for g in groups], np.int64),
+            ),
+            np.asarray(self.fixed_cum, np.float64),
+            len(self.fixed_flows),
+            self.n_pull,
+            (np.asarray(self.pos_issue, np.float64), self.pos_bytes_a, self.pos_update_a),
+        )
+        (down_bytes, down_busy), (up_bytes, up_busy) = nic
+        return RawRun(
+            step_ends=step_ends.tolist(),
+            busy=busy.tolist(),
+            now=float(now),
+            events=int(events),
+            bytes_pulled=float(down_bytes),
+            bytes_pushed=float(up_bytes),
+            down_busy_s=float(down_busy),
+            up_busy_s=float(up_busy),
+            nic={
+                "ps0.out": (float(down_bytes), float(down_busy)),
+                "ps0.in": (float(up_bytes), float(up_busy)),
             },
         )
 

@@ -547,10 +547,35 @@ def _views(floats: np.ndarray, ints: np.ndarray) -> tuple:
     )  # fmt: skip
 
 
-def _buffer_sizes(workers: int, ring: int, positions: int) -> tuple[int, int]:
-    """Lengths of the float and the int buffer of :func:`_views`."""
-    n, p = workers, positions
-    return _F_HEAD + 5 * n + n * ring + 3 * p + 1, _I_HEAD + 10 * n + 2 * n * ring
+@_jit
+def new_buffers(
+    workers: int,
+    cap: float,
+    pos_issue: np.ndarray,
+    pos_bytes: np.ndarray,
+    pos_update: np.ndarray,
+    ring: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The float and int buffer (:func:`_views`) of an idle link: ``workers``
+    connections, capacity ``cap`` (bytes/s), the step's positions (arguments as
+    :class:`BulkPushLink`), ``ring`` pending runs per connection."""
+    n, p = workers, len(pos_issue)
+    floats = np.zeros(_F_HEAD + 5 * n + n * ring + 3 * p + 1)
+    ints = np.zeros(_I_HEAD + 10 * n + 2 * n * ring, np.int64)
+    floats[_CAP] = cap
+    ints[_NW], ints[_RING], ints[_NP] = n, ring, p
+    ints[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
+    _, _, _, _, _, _, pos, ps = _views(floats, ints)
+    pos[0][:] = pos_issue
+    pos[1][:] = pos_bytes
+    ps[0][:] = pos_update
+    ps[1][:] = -math.inf
+    return floats, ints
+
+
+def new_growing(workers: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The arrays that grow as a run goes: records and the clock's log."""
+    return np.zeros((max(RECORDS0, 4 * workers), 5)), np.zeros((3, LOG0))
 
 
 @_jit
@@ -616,22 +641,12 @@ class BulkPushLink:
         pos_update: npt.NDArray[np.float64],
         ring: int,
     ) -> None:
-        n_f, n_i = _buffer_sizes(workers, ring, len(pos_issue))
-        self.floats = np.zeros(n_f)
-        self.ints = np.zeros(n_i, np.int64)
-        self.floats[_CAP] = cap
-        self.ints[_NW], self.ints[_RING], self.ints[_NP] = workers, ring, len(pos_issue)
-        _, _, conn, _, _, _, pos, ps = _views(self.floats, self.ints)
-        pos[0][:] = pos_issue
-        pos[1][:] = pos_bytes
-        ps[0][:] = pos_update
-        ps[1][:] = -np.inf
+        self.floats, self.ints = new_buffers(workers, cap, pos_issue, pos_bytes, pos_update, ring)
+        conn = _views(self.floats, self.ints)[2]
         #: (N,) pushes of each worker's step that have not left, and positions that have
         self.pushes_left: npt.NDArray[np.int64] = conn[:, _LEFT]
         self.gone: npt.NDArray[np.int64] = conn[:, _GONE]
-        self.records = np.zeros((max(RECORDS0, 4 * workers), 5))
-        self.log = np.zeros((3, LOG0))
-        self.ints[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
+        self.records, self.log = new_growing(workers)
 
     def advance(self, now: float, horizon: float) -> tuple[int, int, float, float, int]:
         """:func:`advance` on this link's arrays, growing them when full: ``(why, c,

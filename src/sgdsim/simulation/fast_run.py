@@ -1,0 +1,444 @@
+"""The fast loop's grouped path as one compiled run.
+
+With whole-tensor pulls in a fixed order (``tf_default``, ``tictac`` without
+a pull gap), a fair PS NIC, one worker per node and no trace,
+:class:`~sgdsim.simulation.fast_fifo.FastFifoRun` works in bulk as its
+docstring says: pull groups on the PS → workers link, segment chains that run
+ahead, pushes in runs on the workers → PS link, the PS's updates in batches.
+:func:`run_grouped` is that same model in one call compiled by numba, the
+Python class's handlers as functions on arrays, with the same floating-point
+operations in the same order, so every figure is the same to the bit
+(``tests/test_fast_run.py``). It returns to Python only at the end: a sweep
+of the default grid spends its time here.
+
+Events follow :class:`~sgdsim.simulation.core.Simulation`'s order, ``(time,
+kind, sequence)``: the workers' events (step start, pull join, step end; at
+most one pending per worker) in a heap, and each link's next departure in a
+slot of its own, which a newer departure replaces (the core leaves the old
+one in its heap as a stale event; either way it never runs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numba
+import numpy as np
+
+from sgdsim.simulation import push_link as pl
+from sgdsim.simulation.chains import quiet_arrivals
+
+_jit = numba.njit(cache=True, nogil=True)
+
+# event kinds, as the core's priorities
+_DEPART, _JOIN, _STEP_END, _STEP_START = 0, 1, 3, 4
+# per worker, floats: compute reaches its next segment, compute seconds, last
+# update's end, virtual time of the step's first pull
+_FREE, _BUSY, _LAST, _TAG0 = range(4)
+# per worker, ints: next segment, pull flows arrived, step ending, steps done,
+# breakpoint of its head pull group, its head group
+_SEG, _ARR, _ENDING, _DONE, _HINT, _HEAD = range(6)
+# run floats: PS → workers clock (g, t), its busy seconds and bytes, the push
+# link's wake, each link's next departure
+_DG, _DT, _DNB, _DBYTES, _UP_WAKE, _DOWN_AT, _UP_AT = range(7)
+# run ints: busy pull connections, their heap's sequence and size, breakpoints
+# logged and dropped, when to drop, event sequence, events run, worker events
+# pending, each link's departure's sequence
+_DK, _DSEQ, _DH_N, _DN, _DOFF, _DTRIM, _SEQ, _EVENTS, _EV_N, _DOWN_SEQ, _UP_SEQ = range(11)
+
+
+#: A worker event's heap key is (time, kind · 2⁴⁰ + sequence): the core's order.
+_KIND = 1 << 40
+
+
+@_jit
+def _ev_push(st, t: float, kind: int, w: int) -> None:  # type: ignore[no-untyped-def]
+    """Schedule a worker event (``kind`` of worker ``w``) at ``t`` (s)."""
+    run_i = st.run_i
+    if run_i[_EV_N] == len(st.ev_t):
+        raise RuntimeError("more worker events pending than workers")
+    key = kind * _KIND + run_i[_SEQ]
+    run_i[_SEQ] += 1
+    run_i[_EV_N] = pl._heap_push(t, key, w, run_i[_EV_N], st.ev_t, st.ev_k, st.ev_w)
+
+
+@_jit
+def _schedule_link(run_f: np.ndarray, run_i: np.ndarray, at: int, seq_at: int, t: float) -> None:
+    """A link's next departure is at ``t`` (s): it replaces the one pending."""
+    run_f[at] = t
+    run_i[seq_at] = run_i[_SEQ]
+    run_i[_SEQ] += 1
+
+
+@_jit
+def _peek(st) -> float:  # type: ignore[no-untyped-def]
+    """Time of the earliest pending event, s (inf: none)."""
+    t = st.ev_t[0] if st.run_i[_EV_N] else math.inf
+    return min(t, st.run_f[_DOWN_AT], st.run_f[_UP_AT])
+
+
+#: One run's state and settings: per worker (``wf``, ``wi``, ``step_ends``), the
+#: run's scalars (``run_f``, ``run_i``), the worker events' heap (``ev_t``,
+#: ``ev_k``, ``ev_w``), the pull connections' heap (``dk``, ``ds``, ``dc``), the push
+#: link's buffers (``upf``, ``upi``, ``conn``; :mod:`~sgdsim.simulation.push_link`),
+#: the arrays that grow (``bufs``: push records, push clock's log, pull clock's
+#: log), and the step's arrays and settings.
+_Run = namedtuple(
+    "_Run",
+    "wf wi step_ends run_f run_i ev_t ev_k ev_w dk ds dc upf upi conn bufs "
+    "seg_end req first_pos g_end g_size g_last cum "
+    "cap latency pull_start overhead n_seg n_flows n_push n_pull steps workers",
+)
+
+
+@_jit
+def _check_end(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Schedule worker ``w``'s step end once compute, pulls and updates are done."""
+    wi, wf = st.wi, st.wf
+    if (
+        wi[w, _ENDING] == 0
+        and wi[w, _SEG] == st.n_seg
+        and wi[w, _ARR] == st.n_flows
+        and st.conn[w, pl._LEFT] == 0
+    ):
+        wi[w, _ENDING] = 1
+        t = max(now, wf[w, _LAST], wf[w, _FREE])
+        _ev_push(st, t, _STEP_END, w)
+
+
+@_jit
+def _issue_run(st, w: int, base: float, lo: int, hi: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Positions ``lo … hi − 1`` of worker ``w`` are issued (``FastFifoRun.issue_run``)."""
+    due = pl.issue(st.upf, st.upi, w, base, lo, hi)
+    if due == -math.inf:  # the connection is busy or has pushes pending
+        return
+    if due < now:
+        due = now
+    if due < st.run_f[_UP_WAKE]:
+        st.run_f[_UP_WAKE] = due
+        _schedule_link(st.run_f, st.run_i, _UP_AT, _UP_SEQ, due)
+
+
+@_jit
+def _run_chain(st, w: int, t: float, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Worker ``w`` runs its segments from the next on, from ``t`` ≥ ``now``, until one
+    waits for a pull (``FastFifoRun.run_chain``)."""
+    wi, wf, req, seg_end = st.wi, st.wf, st.req, st.seg_end
+    s = wi[w, _SEG]
+    a, b, x = s + 1, st.n_seg, wi[w, _ARR]  # bisect_right(req, arrived, s + 1, n_seg)
+    while a < b:
+        m = (a + b) >> 1
+        if x < req[m]:
+            b = m
+        else:
+            a = m + 1
+    e = a
+    c0 = seg_end[s]
+    span = seg_end[e] - c0
+    wf[w, _BUSY] += span
+    wi[w, _SEG] = e
+    wf[w, _FREE] = t + span
+    lo, hi = st.first_pos[s + 1], st.first_pos[e + 1]
+    if hi > lo:
+        _issue_run(st, w, t - c0 + st.latency, lo, hi, now)
+    if e == st.n_seg:
+        _check_end(st, w, now)
+
+
+@_jit
+def _try_start(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Run worker ``w``'s next chain if its pulls have arrived."""
+    s = st.wi[w, _SEG]
+    if s < st.n_seg and st.wi[w, _ARR] >= st.req[s]:
+        t = st.wf[w, _FREE]
+        _run_chain(st, w, t if t > now else now, now)
+
+
+@_jit
+def _pull_arrived(st, w: int, last: int, now: float, hint: int) -> None:  # type: ignore[no-untyped-def]
+    """Worker ``w``'s pull group ending with flow ``last`` arrived at ``now``; the
+    group started at breakpoint ``hint`` (``FastFifoRun._pull_arrived``)."""
+    wi, wf = st.wi, st.wf
+    if last > wi[w, _ARR]:
+        s, free, busy, t, f = quiet_arrivals(
+            wi[w, _ARR], last, now, hint - st.run_i[_DOFF], wf[w, _TAG0], wi[w, _SEG],
+            wf[w, _FREE], wf[w, _BUSY], st.cum, st.req, st.seg_end, st.bufs[2],
+            st.run_i[_DN], st.cap,
+        )  # fmt: skip
+        wi[w, _SEG] = s
+        wf[w, _FREE] = free
+        wf[w, _BUSY] = busy
+        if f >= 0:  # the compute reached the step's end at t, flow f having arrived
+            wi[w, _ARR] = f + 1
+            _check_end(st, w, t)
+        wi[w, _ARR] = last
+    got = wi[w, _ARR] + 1
+    wi[w, _ARR] = got
+    s = wi[w, _SEG]
+    if s < st.n_seg:
+        if got >= st.req[s]:
+            _try_start(st, w, now)
+    elif got == st.n_flows:
+        _check_end(st, w, now)
+
+
+@_jit
+def _log_down(st, t: float, g: float, k: int) -> None:  # type: ignore[no-untyped-def]
+    """Log a breakpoint of the PS → workers clock."""
+    log = st.bufs[2]
+    n = st.run_i[_DN]
+    if n == log.shape[1]:
+        grown = np.zeros((3, 2 * n))
+        grown[:, :n] = log
+        st.bufs[2] = log = grown
+    log[0, n] = t
+    log[1, n] = g
+    log[2, n] = k
+    st.run_i[_DN] = n + 1
+
+
+@_jit
+def _join_pulls(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Worker ``w``'s pulls of the step join its idle connection at ``now`` as groups
+    (``FastFifoRun.join_pull_groups``)."""
+    run_f, run_i, cap = st.run_f, st.run_i, st.cap
+    k = run_i[_DK]
+    if k:
+        dt = now - run_f[_DT]
+        run_f[_DG] += dt * cap / k
+        run_f[_DNB] += dt
+    run_f[_DT] = now
+    tag0 = run_f[_DG]
+    st.wf[w, _TAG0] = tag0
+    st.wi[w, _HEAD] = 0
+    k += 1
+    run_i[_DK] = k
+    run_i[_DH_N] = pl._heap_push(
+        tag0 + st.g_end[0], run_i[_DSEQ], w, run_i[_DH_N], st.dk, st.ds, st.dc
+    )
+    run_i[_DSEQ] += 1
+    _log_down(st, now, tag0, k)
+    st.wi[w, _HINT] = run_i[_DOFF] + run_i[_DN] - 1
+    gap = st.dk[0] - tag0
+    _schedule_link(run_f, run_i, _DOWN_AT, _DOWN_SEQ, now + (gap if gap > 0.0 else 0.0) * k / cap)
+    if run_i[_DN] > run_i[_DTRIM]:
+        # drop the breakpoints before every busy connection's head group
+        keep = st.wi[st.dc[0], _HINT]
+        for i in range(1, run_i[_DH_N]):
+            keep = min(keep, st.wi[st.dc[i], _HINT])
+        d, n = keep - run_i[_DOFF], run_i[_DN]
+        log = st.bufs[2]
+        for j in range(n - d):
+            log[0, j], log[1, j], log[2, j] = log[0, d + j], log[1, d + j], log[2, d + j]
+        run_i[_DN] = n - d
+        run_i[_DOFF] = keep
+        run_i[_DTRIM] = max(4096, 16 * st.workers, 2 * run_i[_DN])
+
+
+@_jit
+def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
+    """Departures from the PS → workers link while the next precedes every other
+    event (``FastFifoRun._link_departures``); returns the last one's time."""
+    run_f, run_i, cap, dk, ds, dc = st.run_f, st.run_i, st.cap, st.dk, st.ds, st.dc
+    k = run_i[_DK]
+    g = run_f[_DG]
+    t_last = run_f[_DT]
+    nb = run_f[_DNB]
+    nbytes = run_f[_DBYTES]
+    n_groups = len(st.g_end)
+    while True:
+        dt = now - t_last
+        g += dt * cap / k
+        nb += dt
+        t_last = now
+        c = dc[0]
+        i = st.wi[c, _HEAD]
+        nbytes += st.g_size[i]
+        more = i + 1 < n_groups
+        if more:  # c's next group is its head now
+            st.wi[c, _HEAD] = i + 1
+            pl._sift_down(
+                st.wf[c, _TAG0] + st.g_end[i + 1], run_i[_DSEQ], c, run_i[_DH_N], dk, ds, dc
+            )
+            run_i[_DSEQ] += 1
+        else:
+            run_i[_DH_N] = pl._heap_pop(run_i[_DH_N], dk, ds, dc)
+            k -= 1
+        hint = st.wi[c, _HINT]
+        _log_down(st, now, g, k)
+        if more:
+            st.wi[c, _HINT] = run_i[_DOFF] + run_i[_DN] - 1
+        run_i[_DK] = k
+        run_f[_DG] = g
+        run_f[_DT] = t_last
+        _pull_arrived(st, c, st.g_last[i], now, hint)
+        if run_i[_DH_N]:
+            gap = dk[0] - g
+            t_next = now + (gap if gap > 0.0 else 0.0) * k / cap
+            if t_next < _peek(st):
+                # it precedes every pending event: take it now, as the queue would
+                now = t_next
+                run_i[_EVENTS] += 1
+                continue
+            _schedule_link(run_f, run_i, _DOWN_AT, _DOWN_SEQ, t_next)
+        else:
+            run_f[_DOWN_AT] = math.inf
+        break
+    run_f[_DNB] = nb
+    run_f[_DBYTES] = nbytes
+    return now
+
+
+@_jit
+def _push_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
+    """The workers → PS link's departures and releases until the next other event
+    (``FastFifoRun._push_link``); returns the last one's time."""
+    run_f, run_i = st.run_f, st.run_i
+    horizon = _peek(st)
+    run_f[_UP_WAKE] = math.inf
+    busy, rel, conn, cur, pend_base, pend_pos, pos, ps = pl._views(st.upf, st.upi)
+    while True:
+        why, c, now, t, taken = pl._advance(
+            st.upf, st.upi, busy, rel, conn, cur, pend_base, pend_pos, pos, ps, st.bufs[0],
+            st.bufs[1], now, horizon, st.n_push,
+        )  # fmt: skip
+        run_i[_EVENTS] += taken
+        if why == pl.GROW:
+            for b in range(2):
+                a = st.bufs[b]
+                grown = np.zeros((a.shape[0] * 2, a.shape[1]) if b == 0 else (3, a.shape[1] * 2))
+                grown[: a.shape[0], : a.shape[1]] = a
+                st.bufs[b] = grown
+            continue
+        if why != pl.LAST:
+            break
+        # c's last push of the step left, the PS has applied every push up to it
+        if t > st.wf[c, _LAST]:
+            st.wf[c, _LAST] = t
+        _check_end(st, c, now)
+        horizon = _peek(st)
+    run_f[_UP_AT] = math.inf
+    if why == pl.WAKE:
+        run_f[_UP_WAKE] = t
+        _schedule_link(run_f, run_i, _UP_AT, _UP_SEQ, t)
+    return now
+
+
+@_jit
+def _step_start(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Worker ``w`` starts a step (``FastFifoRun._step_start``)."""
+    wi, wf = st.wi, st.wf
+    wi[w, _SEG] = 0
+    wi[w, _ENDING] = 0
+    wi[w, _ARR] = 0
+    wf[w, _FREE] = now
+    st.conn[w, pl._LEFT] = st.n_push
+    wf[w, _LAST] = now
+    st.conn[w, pl._GONE] = 0
+    if st.first_pos[1]:
+        _issue_run(st, w, now + st.latency, 0, st.first_pos[1], now)
+    if st.n_pull:
+        if st.pull_start > 0 or st.latency > 0:
+            _ev_push(st, now + st.pull_start + st.latency, _JOIN, w)
+        else:
+            _join_pulls(st, w, now)
+    _try_start(st, w, now)
+    _check_end(st, w, now)
+
+
+@_jit
+def _step_end(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Worker ``w``'s step ends; the next starts after the per-step overhead."""
+    d = st.wi[w, _DONE]
+    st.step_ends[w, d] = now
+    st.wi[w, _DONE] = d + 1
+    if d + 1 < st.steps:
+        _ev_push(st, now + st.overhead, _STEP_START, w)
+
+
+@_jit
+def _next_event(st) -> tuple[int, float]:  # type: ignore[no-untyped-def]
+    """The earliest pending event in the core's order: (source, time); source 0 and 1
+    the PS → workers and workers → PS links, 2 a worker event, −1 none."""
+    run_f, run_i = st.run_f, st.run_i
+    src, t, key = -1, math.inf, 0
+    if run_i[_EV_N]:
+        src, t, key = 2, st.ev_t[0], st.ev_k[0]
+    for link, at, seq_at in ((0, _DOWN_AT, _DOWN_SEQ), (1, _UP_AT, _UP_SEQ)):
+        # a departure's key is its sequence (kind 0)
+        if run_f[at] < math.inf and (src < 0 or pl._before(run_f[at], run_i[seq_at], t, key)):
+            src, t, key = link, run_f[at], run_i[seq_at]
+    return src, t
+
+
+@_jit
+def run_grouped(  # type: ignore[no-untyped-def]
+    starts,
+    steps,
+    cap,
+    latency,
+    pull_start,
+    overhead,
+    seg_end,
+    req,
+    first_pos,
+    groups,
+    cum,
+    n_flows,
+    n_pull,
+    pushes,
+):
+    """Run N workers of the grouped fast path to the end (arguments as
+    :func:`run_fast_grouped` prepares them).
+
+    Returns ``(step_ends, busy, now, events, nic)``: (N, steps) step end times (s),
+    (N,) compute seconds, the last event's time (s), events run, and ``(bytes,
+    busy s)`` of the PS → workers and workers → PS links.
+    """
+    g_end, g_size, g_last = groups
+    pos_issue, pos_bytes, pos_update = pushes
+    n = len(starts)
+    n_seg = len(seg_end) - 1
+    upf, upi = pl.new_buffers(n, cap, pos_issue, pos_bytes, pos_update, n_seg + 2)
+    records = np.zeros((max(pl.RECORDS0, 4 * n), 5))
+    run_i = np.zeros(11, np.int64)
+    run_i[_DN] = 1  # the pull clock's first breakpoint: (0, 0, 0)
+    run_i[_DTRIM] = max(4096, 16 * n)
+    run_f = np.zeros(7)
+    run_f[_UP_WAKE] = run_f[_DOWN_AT] = run_f[_UP_AT] = math.inf
+    st = _Run(
+        np.zeros((n, 4)), np.zeros((n, 6), np.int64), np.zeros((n, steps)), run_f, run_i,
+        np.zeros(2 * n + 4), np.zeros(2 * n + 4, np.int64), np.zeros(2 * n + 4, np.int64),
+        np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+        upf, upi, pl._views(upf, upi)[2], [records, np.zeros((3, pl.LOG0)), np.zeros((3, 4096))],
+        seg_end, req, first_pos, g_end, g_size, g_last, cum,
+        cap, latency, pull_start, overhead, n_seg, n_flows, len(pos_issue), n_pull, steps, n,
+    )  # fmt: skip
+    for w in range(n):
+        _ev_push(st, starts[w], _STEP_START, w)
+    last = 0.0
+    while True:
+        src, now = _next_event(st)
+        if src < 0:
+            break
+        run_i[_EVENTS] += 1
+        if src == 0:
+            run_f[_DOWN_AT] = math.inf
+            now = _down_departures(st, now)
+        elif src == 1:
+            run_f[_UP_AT] = math.inf
+            now = _push_link(st, now)
+        else:
+            kind, w = st.ev_k[0] // _KIND, st.ev_w[0]
+            run_i[_EV_N] = pl._heap_pop(run_i[_EV_N], st.ev_t, st.ev_k, st.ev_w)
+            if kind == _JOIN:
+                _join_pulls(st, w, now)
+            elif kind == _STEP_END:
+                _step_end(st, w, now)
+            else:
+                _step_start(st, w, now)
+        last = now
+    up_busy, up_bytes = upf[pl._BUSY_S], upf[pl._BYTES]
+    nic = ((run_f[_DBYTES], run_f[_DNB]), (up_bytes, up_busy))
+    return st.step_ends, st.wf[:, _BUSY].copy(), last, run_i[_EVENTS], nic

@@ -1,0 +1,80 @@
+"""The grouped fast path compiled as one run (sgdsim.simulation.fast_run) against
+the Python loop it mirrors: every figure the same to the bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sgdsim.bench import synthetic_resnet50
+from sgdsim.simulation import Network, Workload, fast_fifo
+from sgdsim.simulation.async_ps import _run_model
+from sgdsim.simulation.policies import PolicySizes
+
+
+def _workload(seed: int, latency_free: bool) -> Workload:
+    rng = np.random.default_rng(seed)
+    s, p, q = (int(x) for x in rng.integers(1, 14, 3))
+    return Workload(
+        seg_dur_s=rng.uniform(1e-3, 2e-2, s),
+        pull_bytes=rng.uniform(1e3, 2e6, p) * (rng.random(p) > 0.1),  # some empty
+        pull_gate=rng.integers(0, s + 1, p),
+        push_bytes=rng.uniform(1e3, 2e6, q) * (rng.random(q) > 0.1),
+        push_seg=rng.integers(-1, s, q),
+        push_update_s=rng.uniform(0, 2e-3, q),
+        pull_start_s=0.0 if latency_free else 0.003,
+        overhead_s=0.002,
+    )
+
+
+def _runs(workload, network, n, policy, seed, offsets, monkeypatch):
+    def run():
+        return _run_model(
+            workload, network, n, 6, policy, seed, offsets, None, 1, "fair", 1.0, 0.0,
+            (0.0, 0.0), 0.0, False, PolicySizes(),
+        )  # fmt: skip
+
+    compiled = run()
+    with monkeypatch.context() as m:
+        m.setattr(fast_fifo, "_COMPILED", False)
+        python = run()
+    return compiled, python
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 12),
+    bandwidth=st.sampled_from([1e6, 3e7, 1e9, 1e11]),
+    latency_free=st.booleans(),
+    together=st.booleans(),
+    policy=st.sampled_from(["tf_default", "tictac"]),
+)
+def test_compiled_run_gives_the_python_loops_figures_bit_for_bit(
+    seed, n, bandwidth, latency_free, together, policy, monkeypatch
+):
+    # random steps (empty pulls and pushes, pushes at step start), with and
+    # without a latency and pull start (pulls join at once or by an event), from
+    # random or equal start times (ties broken by the core's event order)
+    w = _workload(seed, latency_free)
+    net = Network(bandwidth, 0.0 if latency_free else 1e-4)
+    offsets = [0.0] * n if together else None
+    a, b = _runs(w, net, n, policy, seed, offsets, monkeypatch)
+    assert a.step_ends == b.step_ends
+    assert (a.now, a.events, a.busy, a.nic) == (b.now, b.events, b.busy, b.nic)
+    assert (a.bytes_pulled, a.bytes_pushed, a.down_busy_s, a.up_busy_s) == (
+        b.bytes_pulled, b.bytes_pushed, b.down_busy_s, b.up_busy_s,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "bandwidth"), [(8, 1e9), (48, 1e10), (64, 1e11)])
+def test_compiled_run_matches_on_a_cnn_at_scale(n, bandwidth, monkeypatch):
+    # many workers: the pull clock's log is trimmed and grows, the push link's
+    # records and log grow, and the PS settles large batches
+    a, b = _runs(synthetic_resnet50(), Network(bandwidth, 1e-5), n, "tf_default", 1, None,
+                 monkeypatch)  # fmt: skip
+    assert a.step_ends == b.step_ends
+    assert (a.now, a.events, a.nic) == (b.now, b.events, b.nic)
