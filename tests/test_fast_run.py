@@ -1,5 +1,5 @@
-"""The grouped fast path compiled as one run (sgdsim.simulation.fast_run) against
-the Python loop it mirrors: every figure the same to the bit."""
+"""The fast loop's early path compiled as one run (sgdsim.simulation.fast_run)
+against the Python loop it mirrors: every figure the same to the bit."""
 
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ def _workload(seed: int, latency_free: bool) -> Workload:
     )
 
 
-def _runs(workload, network, n, policy, seed, offsets, monkeypatch):
+def _runs(workload, network, n, policy, seed, offsets, monkeypatch, gap=0.0):
     def run():
         return _run_model(
             workload, network, n, 6, policy, seed, offsets, None, 1, "fair", 1.0, 0.0,
-            (0.0, 0.0), 0.0, False, PolicySizes(),
+            (0.0, 0.0), gap, False, PolicySizes(),
         )  # fmt: skip
 
     compiled = run()
@@ -52,17 +52,20 @@ def _runs(workload, network, n, policy, seed, offsets, monkeypatch):
     latency_free=st.booleans(),
     together=st.booleans(),
     policy=st.sampled_from(["tf_default", "tictac"]),
+    gap=st.sampled_from([0.0, 0.0, 2e-4, 3e-3]),
 )
 def test_compiled_run_gives_the_python_loops_figures_bit_for_bit(
-    seed, n, bandwidth, latency_free, together, policy, monkeypatch
+    seed, n, bandwidth, latency_free, together, policy, gap, monkeypatch
 ):
     # random steps (empty pulls and pushes, pushes at step start), with and
     # without a latency and pull start (pulls join at once or by an event), from
-    # random or equal start times (ties broken by the core's event order)
+    # random or equal start times (ties broken by the core's event order); pull
+    # groups, or with a pull gap one pull at a time (tictac, as the grid runs it)
     w = _workload(seed, latency_free)
     net = Network(bandwidth, 0.0 if latency_free else 1e-4)
     offsets = [0.0] * n if together else None
-    a, b = _runs(w, net, n, policy, seed, offsets, monkeypatch)
+    gap = gap if policy == "tictac" else 0.0
+    a, b = _runs(w, net, n, policy, seed, offsets, monkeypatch, gap)
     assert a.step_ends == b.step_ends
     assert (a.now, a.events, a.busy, a.nic) == (b.now, b.events, b.busy, b.nic)
     assert (a.bytes_pulled, a.bytes_pushed, a.down_busy_s, a.up_busy_s) == (
@@ -70,11 +73,15 @@ def test_compiled_run_gives_the_python_loops_figures_bit_for_bit(
     )  # fmt: skip
 
 
-@pytest.mark.parametrize(("n", "bandwidth"), [(8, 1e9), (48, 1e10), (64, 1e11)])
-def test_compiled_run_matches_on_a_cnn_at_scale(n, bandwidth, monkeypatch):
+@pytest.mark.parametrize(
+    ("n", "bandwidth", "policy", "gap"),
+    [(8, 1e9, "tf_default", 0.0), (48, 1e10, "tf_default", 0.0), (64, 1e11, "tf_default", 0.0),
+     (32, 1e9, "tictac", 4e-4)],
+)  # fmt: skip
+def test_compiled_run_matches_on_a_cnn_at_scale(n, bandwidth, policy, gap, monkeypatch):
     # many workers: the pull clock's log is trimmed and grows, the push link's
     # records and log grow, and the PS settles large batches
-    a, b = _runs(synthetic_resnet50(), Network(bandwidth, 1e-5), n, "tf_default", 1, None,
-                 monkeypatch)  # fmt: skip
+    a, b = _runs(synthetic_resnet50(), Network(bandwidth, 1e-5), n, policy, 1, None,
+                 monkeypatch, gap)  # fmt: skip
     assert a.step_ends == b.step_ends
     assert (a.now, a.events, a.nic) == (b.now, b.events, b.nic)

@@ -22,11 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from sgdsim.simulation import fast_run
 from sgdsim.simulation.chains import quiet_arrivals
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
 from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_END, STEP_START, Simulation
 from sgdsim.simulation.engine import RawRun, single_step_estimate
-from sgdsim.simulation.fast_run import run_grouped
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import get_policy
 from sgdsim.simulation.push_link import LAST, WAKE, BulkPushLink
@@ -765,7 +765,7 @@ class FastFifoRun:
             else float(self.rng.uniform(0.0, t1))
             for w in range(self.workers)
         ]
-        if self.grouped and not self.random_order and _COMPILED:
+        if self.early and not self.random_order and self.trace is None and _COMPILED:
             return self._run_compiled(starts)
         for w, start in enumerate(starts):
             self.push_event(start, _STEP_START, w)
@@ -789,16 +789,17 @@ class FastFifoRun:
         )
 
     def _run_compiled(self, starts: list[float]) -> RawRun:
-        """The grouped path with a fixed pull order as one compiled run
-        (:func:`~sgdsim.simulation.fast_run.run_grouped`): the same figures."""
+        """The early path with a fixed pull order as one compiled run
+        (:func:`~sgdsim.simulation.fast_run.run`): the same figures."""
         groups = self.fixed_groups
-        step_ends, busy, now, events, nic = run_grouped(
+        step_ends, busy, now, events, nic = fast_run.run(
             np.asarray(starts, np.float64),
             self.steps_per_worker,
             self.cap,
             self.latency,
             self.pull_start,
             self.overhead,
+            float(self.gap),
             self.seg_end_a,
             self.fixed_req_a,
             np.asarray(self.first_pos, np.int64),
@@ -808,6 +809,7 @@ class FastFifoRun:
                 np.array([g[2] for g in groups], np.int64),
             ),
             np.asarray(self.fixed_cum, np.float64),
+            np.array([f[0] for f in self.fixed_flows], np.float64),
             len(self.fixed_flows),
             self.n_pull,
             (np.asarray(self.pos_issue, np.float64), self.pos_bytes_a, self.pos_update_a),

@@ -1,15 +1,16 @@
-"""The fast loop's grouped path as one compiled run.
+"""The fast loop's early path as one compiled run.
 
-With whole-tensor pulls in a fixed order (``tf_default``, ``tictac`` without
-a pull gap), a fair PS NIC, one worker per node and no trace,
+With whole-tensor pulls in a fixed order (``tf_default``, ``tictac``), a fair
+PS NIC, one worker per node and no trace,
 :class:`~sgdsim.simulation.fast_fifo.FastFifoRun` works in bulk as its
-docstring says: pull groups on the PS → workers link, segment chains that run
-ahead, pushes in runs on the workers → PS link, the PS's updates in batches.
-:func:`run_grouped` is that same model in one call compiled by numba, the
-Python class's handlers as functions on arrays, with the same floating-point
-operations in the same order, so every figure is the same to the bit
-(``tests/test_fast_run.py``). It returns to Python only at the end: a sweep
-of the default grid spends its time here.
+docstring says: pull groups (or, with a pull gap, one pull at a time per
+connection) on the PS → workers link, segment chains that run ahead, pushes
+in runs on the workers → PS link, the PS's updates in batches. :func:`run` is
+that same model in one call compiled by numba, the Python class's handlers as
+functions on arrays, with the same floating-point operations in the same
+order, so every figure is the same to the bit (``tests/test_fast_run.py``). It
+returns to Python only at the end: a sweep of the default grid spends its
+time here.
 
 Events follow :class:`~sgdsim.simulation.core.Simulation`'s order, ``(time,
 kind, sequence)``: the workers' events (step start, pull join, step end; at
@@ -41,11 +42,13 @@ _FREE, _BUSY, _LAST, _TAG0 = range(4)
 _SEG, _ARR, _ENDING, _DONE, _HINT, _HEAD = range(6)
 # run floats: PS → workers clock (g, t), its busy seconds and bytes, the push
 # link's wake, each link's next departure
-_DG, _DT, _DNB, _DBYTES, _UP_WAKE, _DOWN_AT, _UP_AT = range(7)
+_DG, _DT, _DNB, _DBYTES, _UP_WAKE, _DOWN_AT, _UP_AT, _DOWN_WAKE = range(8)
 # run ints: busy pull connections, their heap's sequence and size, breakpoints
 # logged and dropped, when to drop, event sequence, events run, worker events
 # pending, each link's departure's sequence
 _DK, _DSEQ, _DH_N, _DN, _DOFF, _DTRIM, _SEQ, _EVENTS, _EV_N, _DOWN_SEQ, _UP_SEQ = range(11)
+# with a pull gap: the pulls waiting for their gap, and those on the wire (heaps)
+_REL_SEQ, _REL_N, _WIRE_SEQ, _WIRE_N = range(11, 15)
 
 
 #: A worker event's heap key is (time, kind · 2⁴⁰ + sequence): the core's order.
@@ -83,12 +86,14 @@ def _peek(st) -> float:  # type: ignore[no-untyped-def]
 #: ``ev_k``, ``ev_w``), the pull connections' heap (``dk``, ``ds``, ``dc``), the push
 #: link's buffers (``upf``, ``upi``, ``conn``; :mod:`~sgdsim.simulation.push_link`),
 #: the arrays that grow (``bufs``: push records, push clock's log, pull clock's
-#: log), and the step's arrays and settings.
+#: log), with a pull gap the pulls waiting for it and those on the wire
+#: (``rel_*``, ``wire_*``), and the step's arrays and settings.
 _Run = namedtuple(
     "_Run",
     "wf wi step_ends run_f run_i ev_t ev_k ev_w dk ds dc upf upi conn bufs "
-    "seg_end req first_pos g_end g_size g_last cum "
-    "cap latency pull_start overhead n_seg n_flows n_push n_pull steps workers",
+    "rel_t rel_k rel_w wire_t wire_k wire_w "
+    "seg_end req first_pos g_end g_size g_last cum flow_bytes "
+    "cap latency pull_start overhead gap n_seg n_flows n_push n_pull steps workers",
 )
 
 
@@ -291,6 +296,104 @@ def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
 
 
 @_jit
+def _release_pull(st, w: int, due: float) -> None:  # type: ignore[no-untyped-def]
+    """Worker ``w``'s next pull joins its connection at ``due`` (with a pull gap;
+    ``FastFifoRun.release_pull``)."""
+    run_f, run_i = st.run_f, st.run_i
+    run_i[_REL_N] = pl._heap_push(
+        due, run_i[_REL_SEQ], w, run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
+    )
+    run_i[_REL_SEQ] += 1
+    if due < run_f[_DOWN_WAKE]:
+        run_f[_DOWN_WAKE] = due
+        _schedule_link(run_f, run_i, _DOWN_AT, _DOWN_SEQ, due)
+
+
+@_jit
+def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
+    """With a pull gap, the PS → workers link's departures and the pulls that join
+    after their gap, in time order, while they precede every other event
+    (``FastFifoRun._pull_link``); returns the last one's time."""
+    run_f, run_i, cap, wi = st.run_f, st.run_i, st.cap, st.wi
+    k = run_i[_DK]
+    g = run_f[_DG]
+    t_last = run_f[_DT]
+    nb = run_f[_DNB]
+    nbytes = run_f[_DBYTES]
+    horizon = _peek(st)
+    run_f[_DOWN_WAKE] = -math.inf  # pulls released meanwhile are taken by this loop
+    while True:
+        t_next = math.inf
+        if run_i[_WIRE_N]:
+            gap = st.wire_t[0] - g
+            t_next = t_last + gap * k / cap if gap > 0.0 else t_last
+        due = st.rel_t[0] if run_i[_REL_N] else math.inf
+        depart = t_next <= due
+        if not depart:
+            t_next = due
+        elif t_next == math.inf:  # nothing on the link, nothing to release
+            run_f[_DOWN_WAKE] = math.inf
+            run_f[_DOWN_AT] = math.inf
+            break
+        if t_next > now:
+            if t_next >= horizon:
+                run_f[_DOWN_WAKE] = t_next
+                _schedule_link(run_f, run_i, _DOWN_AT, _DOWN_SEQ, t_next)
+                break
+            now = t_next  # it precedes every pending event: take it now
+            run_i[_EVENTS] += 1
+        if k:
+            dt = now - t_last
+            g += dt * cap / k
+            nb += dt
+        t_last = now
+        if depart:  # a connection carries one pull at a time: its next flow
+            w = st.wire_w[0]
+            run_i[_WIRE_N] = pl._heap_pop(run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w)
+            k -= 1
+            nbytes += st.flow_bytes[wi[w, _ARR]]
+            run_i[_DK], run_f[_DG], run_f[_DT] = k, g, t_last
+            _pull_arrived_gap(st, w, now)
+            horizon = _peek(st)
+        else:  # worker w's next pull goes on the wire
+            w = st.rel_w[0]
+            run_i[_REL_N] = pl._heap_pop(run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w)
+            size = st.flow_bytes[wi[w, _ARR]]
+            run_i[_WIRE_N] = pl._heap_push(
+                g + size, run_i[_WIRE_SEQ], w, run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w
+            )
+            run_i[_WIRE_SEQ] += 1
+            k += 1
+    run_i[_DK] = k
+    run_f[_DG] = g
+    run_f[_DT] = t_last
+    run_f[_DNB] = nb
+    run_f[_DBYTES] = nbytes
+    return now
+
+
+@_jit
+def _pull_arrived_gap(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Worker ``w``'s next pull arrived (with a pull gap): run what it lets run; the
+    next one joins one gap later (``FastFifoRun._pull_arrived``)."""
+    wi = st.wi
+    got = wi[w, _ARR] + 1
+    wi[w, _ARR] = got
+    s = wi[w, _SEG]
+    if s < st.n_seg:
+        if got >= st.req[s]:
+            _try_start(st, w, now)
+    elif got == st.n_flows:
+        _check_end(st, w, now)
+    if got < st.n_flows:
+        run_i = st.run_i
+        run_i[_REL_N] = pl._heap_push(
+            now + st.gap, run_i[_REL_SEQ], w, run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
+        )
+        run_i[_REL_SEQ] += 1
+
+
+@_jit
 def _push_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
     """The workers → PS link's departures and releases until the next other event
     (``FastFifoRun._push_link``); returns the last one's time."""
@@ -341,6 +444,8 @@ def _step_start(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     if st.n_pull:
         if st.pull_start > 0 or st.latency > 0:
             _ev_push(st, now + st.pull_start + st.latency, _JOIN, w)
+        elif st.gap:
+            _release_pull(st, w, now)
         else:
             _join_pulls(st, w, now)
     _try_start(st, w, now)
@@ -373,24 +478,27 @@ def _next_event(st) -> tuple[int, float]:  # type: ignore[no-untyped-def]
 
 
 @_jit
-def run_grouped(  # type: ignore[no-untyped-def]
+def run(  # type: ignore[no-untyped-def]
     starts,
     steps,
     cap,
     latency,
     pull_start,
     overhead,
+    gap,
     seg_end,
     req,
     first_pos,
     groups,
     cum,
+    flow_bytes,
     n_flows,
     n_pull,
     pushes,
 ):
-    """Run N workers of the grouped fast path to the end (arguments as
-    :func:`run_fast_grouped` prepares them).
+    """Run N workers to the end: pull groups (``gap`` 0) or, with a pull gap of
+    ``gap`` seconds, one pull at a time per connection (arguments as
+    ``FastFifoRun._run_compiled`` prepares them from the step).
 
     Returns ``(step_ends, busy, now, events, nic)``: (N, steps) step end times (s),
     (N,) compute seconds, the last event's time (s), events run, and ``(bytes,
@@ -402,18 +510,21 @@ def run_grouped(  # type: ignore[no-untyped-def]
     n_seg = len(seg_end) - 1
     upf, upi = pl.new_buffers(n, cap, pos_issue, pos_bytes, pos_update, n_seg + 2)
     records = np.zeros((max(pl.RECORDS0, 4 * n), 5))
-    run_i = np.zeros(11, np.int64)
+    run_i = np.zeros(15, np.int64)
     run_i[_DN] = 1  # the pull clock's first breakpoint: (0, 0, 0)
     run_i[_DTRIM] = max(4096, 16 * n)
-    run_f = np.zeros(7)
-    run_f[_UP_WAKE] = run_f[_DOWN_AT] = run_f[_UP_AT] = math.inf
+    run_f = np.zeros(8)
+    run_f[_UP_WAKE] = run_f[_DOWN_AT] = run_f[_UP_AT] = run_f[_DOWN_WAKE] = math.inf
     st = _Run(
         np.zeros((n, 4)), np.zeros((n, 6), np.int64), np.zeros((n, steps)), run_f, run_i,
         np.zeros(2 * n + 4), np.zeros(2 * n + 4, np.int64), np.zeros(2 * n + 4, np.int64),
         np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
         upf, upi, pl._views(upf, upi)[2], [records, np.zeros((3, pl.LOG0)), np.zeros((3, 4096))],
-        seg_end, req, first_pos, g_end, g_size, g_last, cum,
-        cap, latency, pull_start, overhead, n_seg, n_flows, len(pos_issue), n_pull, steps, n,
+        np.zeros(n + 1), np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64),
+        np.zeros(n + 1), np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64),
+        seg_end, req, first_pos, g_end, g_size, g_last, cum, flow_bytes,
+        cap, latency, pull_start, overhead, gap, n_seg, n_flows, len(pos_issue), n_pull, steps,
+        n,
     )  # fmt: skip
     for w in range(n):
         _ev_push(st, starts[w], _STEP_START, w)
@@ -425,7 +536,7 @@ def run_grouped(  # type: ignore[no-untyped-def]
         run_i[_EVENTS] += 1
         if src == 0:
             run_f[_DOWN_AT] = math.inf
-            now = _down_departures(st, now)
+            now = _pull_link(st, now) if st.gap else _down_departures(st, now)
         elif src == 1:
             run_f[_UP_AT] = math.inf
             now = _push_link(st, now)
@@ -433,7 +544,10 @@ def run_grouped(  # type: ignore[no-untyped-def]
             kind, w = st.ev_k[0] // _KIND, st.ev_w[0]
             run_i[_EV_N] = pl._heap_pop(run_i[_EV_N], st.ev_t, st.ev_k, st.ev_w)
             if kind == _JOIN:
-                _join_pulls(st, w, now)
+                if st.gap:
+                    _release_pull(st, w, now)
+                else:
+                    _join_pulls(st, w, now)
             elif kind == _STEP_END:
                 _step_end(st, w, now)
             else:
