@@ -9,6 +9,11 @@ within rounding (``tests/test_simulator.py``, ``tests/test_policies.py``). It
 runs on the same event loop (:class:`~sgdsim.simulation.core.Simulation`);
 an event that would be the next one popped (a link's next departure, a
 segment's end) is run at once, without the heap.
+
+With a fixed pull order, a fair PS NIC, one worker per node and no trace,
+the whole run is compiled instead (:mod:`sgdsim.simulation.fast_run`, the
+same figures to the bit); the handlers here are its reference and serve
+random pull orders, shared cores, one FIFO queue and traces.
 """
 
 from __future__ import annotations
