@@ -118,16 +118,20 @@ def run_bench(
     modes: Sequence[str] = ("async",),
 ) -> list[BenchRow]:
     """Time :func:`~sgdsim.simulation.point.predict_point` for every mode × policy ×
-    worker count (best of ``repeat``), with ``params`` (default: the config
-    schema's defaults) but one replication of ``steps_per_worker`` steps;
-    ``allreduce`` runs every fusion rule in place of the policies."""
+    worker count (best of ``repeat``, after one short untimed run that compiles
+    or loads the compiled loops), with ``params`` (default: the config schema's
+    defaults) but one replication of ``steps_per_worker`` steps; ``allreduce``
+    runs every fusion rule in place of the policies."""
     from sgdsim.config import defaults
 
     base = params or SimParams.from_config(defaults())
     p = dataclasses.replace(base, steps_per_worker=steps_per_worker, replications=1)
     rows = []
     schedules = [(m, pol) for m in modes for pol in (FUSIONS if m == "allreduce" else policies)]
+    warm = dataclasses.replace(p, steps_per_worker=p.warmup_steps + 2)
     for mode, policy in schedules:
+        # the compiled loops compile (or load their cache) on first use: not timed
+        predict_point(workload, network, min(workers), policy, warm, mode=mode)
         for n in workers:
             best, events = float("inf"), 0
             for _ in range(repeat):
