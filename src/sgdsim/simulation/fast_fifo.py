@@ -51,7 +51,7 @@ Group = tuple[float, float, int]
 # flow, and the PS applies pushes in batches (see FastFifoRun); tests switch it
 # off to compare with one event per tensor and segment
 _BULK = True
-# the grouped path with a fixed pull order runs compiled (fast_run); tests switch it off
+# the early path with a fixed pull order runs compiled (fast_run); tests switch it off
 _COMPILED = True
 
 

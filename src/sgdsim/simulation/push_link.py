@@ -18,13 +18,15 @@ every other event, in code that numba compiles, on arrays:
   ``lo … hi − 1`` of the step's pushes in issue order, position ``p`` due at
   ``base + pos_issue[p]``;
 - ``records``: one row ``(base, lo, hi, connection, join time)`` per flow that
-  joined, for the PS to apply later (``FastFifoRun.settle``), position ``p``'s
-  tag being ``base + pos_bytes[p + 1]``;
+  joined and that the PS has not applied yet (:func:`settle`, when a
+  worker's last push of the step leaves), position ``p``'s tag being
+  ``base + pos_bytes[p + 1]``;
 - ``log``: the clock's breakpoints ``(t, g, k)``: from ``t`` on the virtual
   time is ``g + (t' − t) · cap / k``, which ``settle`` inverts.
 
-The arithmetic is the Python loop's, operation for operation, so the figures
-are the same to the bit (``tests/test_simulator.py``).
+The arithmetic is the Python loop's it replaced, operation for operation, so
+the figures are the same to the bit (``tests/test_simulator.py`` against one
+event per tensor, ``tests/test_push_link.py``).
 """
 
 from __future__ import annotations
