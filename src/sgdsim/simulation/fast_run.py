@@ -195,6 +195,14 @@ def _pull_arrived(st, w: int, last: int, now: float, hint: int) -> None:  # type
             wi[w, _ARR] = f + 1
             _check_end(st, w, t)
         wi[w, _ARR] = last
+    _count_arrival(st, w, now)
+
+
+@_jit
+def _count_arrival(st, w: int, now: float) -> int:  # type: ignore[no-untyped-def]
+    """Worker ``w``'s next pull flow arrived at ``now``: run what it lets run; returns
+    the flows arrived this step."""
+    wi = st.wi
     got = wi[w, _ARR] + 1
     wi[w, _ARR] = got
     s = wi[w, _SEG]
@@ -203,6 +211,7 @@ def _pull_arrived(st, w: int, last: int, now: float, hint: int) -> None:  # type
             _try_start(st, w, now)
     elif got == st.n_flows:
         _check_end(st, w, now)
+    return got
 
 
 @_jit
@@ -393,16 +402,7 @@ def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
 def _pull_arrived_gap(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w``'s next pull arrived (with a pull gap): run what it lets run; the
     next one joins one gap later (``FastFifoRun._pull_arrived``)."""
-    wi = st.wi
-    got = wi[w, _ARR] + 1
-    wi[w, _ARR] = got
-    s = wi[w, _SEG]
-    if s < st.n_seg:
-        if got >= st.req[s]:
-            _try_start(st, w, now)
-    elif got == st.n_flows:
-        _check_end(st, w, now)
-    if got < st.n_flows:
+    if _count_arrival(st, w, now) < st.n_flows:
         run_i = st.run_i
         run_i[_REL_N] = pl._heap_push(
             now + st.gap, run_i[_REL_SEQ], w, run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w

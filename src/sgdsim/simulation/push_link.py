@@ -603,13 +603,7 @@ def issue(floats: np.ndarray, ints: np.ndarray, w: int, base: float, lo: int, hi
     Raises:
         RuntimeError: more pending runs than the ring holds (a bug).
     """
-    return _issue(ints, _views(floats, ints), w, base, lo, hi)
-
-
-@_jit
-def _issue(ints: np.ndarray, views: tuple, w: int, base: float, lo: int, hi: int) -> float:
-    """:func:`issue` on the buffers' views (:func:`_views`)."""
-    _, rel, conn, _, pend_base, pend_pos, pos, _ = views
+    _, rel, conn, _, pend_base, pend_pos, pos, _ = _views(floats, ints)
     n = conn[w, _LEN]
     size = pend_base.shape[1]
     if n == size:
