@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from sgdsim.simulation import fast_run
+from sgdsim.simulation import fast_run, push_link
 from sgdsim.simulation.chains import quiet_arrivals
 from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRecord
 from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_END, STEP_START, Simulation
@@ -35,7 +35,6 @@ from sgdsim.simulation.engine import RawRun, single_step_estimate
 from sgdsim.simulation.link import PSLink
 from sgdsim.simulation.policies import get_policy
 from sgdsim.simulation.push_link import LAST, WAKE, BulkPushLink
-from sgdsim.simulation.push_link import issue as push_issue
 from sgdsim.simulation.workload import Network, Workload
 
 _DEPART, _JOIN, _SEG_END, _STEP_END, _STEP_START = DEPART, JOIN, SEG_END, STEP_END, STEP_START
@@ -728,7 +727,7 @@ class FastFifoRun:
     def issue_run(self, w: int, base: float, lo: int, hi: int, now: float) -> None:
         """Positions ``lo`` … ``hi − 1`` of worker ``w`` are issued, position ``p`` due
         at ``base + pos_issue[p]`` ≥ ``now`` (early)."""
-        due = push_issue(self.up.floats, self.up.ints, w, base, lo, hi)
+        due = self.up.issue(w, base, lo, hi)
         if due == -math.inf:  # the connection is busy or has pushes pending
             return
         # the connection is idle: it joins the link when the first position is due
@@ -818,6 +817,8 @@ class FastFifoRun:
             len(self.fixed_flows),
             self.n_pull,
             (np.asarray(self.pos_issue, np.float64), self.pos_bytes_a, self.pos_update_a),
+            # the rows of push records and columns of each clock's log at first
+            (max(push_link.RECORDS0, 4 * self.workers), push_link.LOG0, push_link.LOG0),
         )
         (down_bytes, down_busy), (up_bytes, up_busy) = nic
         return RawRun(

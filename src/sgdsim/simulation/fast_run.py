@@ -59,20 +59,19 @@ _KIND = 1 << 40
 @_jit
 def _ev_push(st, t: float, kind: int, w: int) -> None:  # type: ignore[no-untyped-def]
     """Schedule a worker event (``kind`` of worker ``w``) at ``t`` (s)."""
-    run_i = st.run_i
-    if run_i[_EV_N] == len(st.ev_t):
+    if st.run_i[_EV_N] == len(st.ev_t):
         raise RuntimeError("more worker events pending than workers")
-    key = kind * _KIND + run_i[_SEQ]
-    run_i[_SEQ] += 1
-    run_i[_EV_N] = pl._heap_push(t, key, w, run_i[_EV_N], st.ev_t, st.ev_k, st.ev_w)
+    key = kind * _KIND + st.run_i[_SEQ]
+    st.run_i[_SEQ] += 1
+    st.run_i[_EV_N] = pl._heap_push(t, key, w, st.run_i[_EV_N], st.ev_t, st.ev_k, st.ev_w)
 
 
 @_jit
-def _schedule_link(run_f: np.ndarray, run_i: np.ndarray, at: int, seq_at: int, t: float) -> None:
+def _schedule_link(st, at: int, seq_at: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """A link's next departure is at ``t`` (s): it replaces the one pending."""
-    run_f[at] = t
-    run_i[seq_at] = run_i[_SEQ]
-    run_i[_SEQ] += 1
+    st.run_f[at] = t
+    st.run_i[seq_at] = st.run_i[_SEQ]
+    st.run_i[_SEQ] += 1
 
 
 @_jit
@@ -90,7 +89,7 @@ def _peek(st) -> float:  # type: ignore[no-untyped-def]
 #: log), with a pull gap the pulls waiting for it and those on the wire
 #: (``rel_*``, ``wire_*``), and the step's arrays and settings.
 _FIELDS = (  # noqa: SIM905 - the fields read as one list
-    "wf wi step_ends run_f run_i ev_t ev_k ev_w dk ds dc upf upi conn bufs "
+    "wf wi step_ends run_f run_i ev_t ev_k ev_w dk ds dc up dlog "
     "rel_t rel_k rel_w wire_t wire_k wire_w "
     "seg_end req first_pos g_end g_size g_last cum flow_bytes "
     "cap latency pull_start overhead gap n_seg n_flows n_push n_pull steps workers"
@@ -117,50 +116,48 @@ structref.define_proxy(_Run, _RunType, _FIELDS)
 @_jit
 def _check_end(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Schedule worker ``w``'s step end once compute, pulls and updates are done."""
-    wi, wf = st.wi, st.wf
     if (
-        wi[w, _ENDING] == 0
-        and wi[w, _SEG] == st.n_seg
-        and wi[w, _ARR] == st.n_flows
-        and st.conn[w, pl._LEFT] == 0
+        st.wi[w, _ENDING] == 0
+        and st.wi[w, _SEG] == st.n_seg
+        and st.wi[w, _ARR] == st.n_flows
+        and st.up.conn[w, pl._LEFT] == 0
     ):
-        wi[w, _ENDING] = 1
-        t = max(now, wf[w, _LAST], wf[w, _FREE])
+        st.wi[w, _ENDING] = 1
+        t = max(now, st.wf[w, _LAST], st.wf[w, _FREE])
         _ev_push(st, t, _STEP_END, w)
 
 
 @_jit
 def _issue_run(st, w: int, base: float, lo: int, hi: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Positions ``lo … hi − 1`` of worker ``w`` are issued (``FastFifoRun.issue_run``)."""
-    due = pl.issue(st.upf, st.upi, w, base, lo, hi)
+    due = pl.issue(st.up, w, base, lo, hi)
     if due == -math.inf:  # the connection is busy or has pushes pending
         return
     if due < now:
         due = now
     if due < st.run_f[_UP_WAKE]:
         st.run_f[_UP_WAKE] = due
-        _schedule_link(st.run_f, st.run_i, _UP_AT, _UP_SEQ, due)
+        _schedule_link(st, _UP_AT, _UP_SEQ, due)
 
 
 @_jit
 def _run_chain(st, w: int, t: float, now: float) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w`` runs its segments from the next on, from ``t`` ≥ ``now``, until one
     waits for a pull (``FastFifoRun.run_chain``)."""
-    wi, wf, req, seg_end = st.wi, st.wf, st.req, st.seg_end
-    s = wi[w, _SEG]
-    a, b, x = s + 1, st.n_seg, wi[w, _ARR]  # bisect_right(req, arrived, s + 1, n_seg)
+    s = st.wi[w, _SEG]
+    a, b, x = s + 1, st.n_seg, st.wi[w, _ARR]  # bisect_right(req, arrived, s + 1, n_seg)
     while a < b:
         m = (a + b) >> 1
-        if x < req[m]:
+        if x < st.req[m]:
             b = m
         else:
             a = m + 1
     e = a
-    c0 = seg_end[s]
-    span = seg_end[e] - c0
-    wf[w, _BUSY] += span
-    wi[w, _SEG] = e
-    wf[w, _FREE] = t + span
+    c0 = st.seg_end[s]
+    span = st.seg_end[e] - c0
+    st.wf[w, _BUSY] += span
+    st.wi[w, _SEG] = e
+    st.wf[w, _FREE] = t + span
     lo, hi = st.first_pos[s + 1], st.first_pos[e + 1]
     if hi > lo:
         _issue_run(st, w, t - c0 + st.latency, lo, hi, now)
@@ -181,20 +178,19 @@ def _try_start(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
 def _pull_arrived(st, w: int, last: int, now: float, hint: int) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w``'s pull group ending with flow ``last`` arrived at ``now``; the
     group started at breakpoint ``hint`` (``FastFifoRun._pull_arrived``)."""
-    wi, wf = st.wi, st.wf
-    if last > wi[w, _ARR]:
+    if last > st.wi[w, _ARR]:
         s, free, busy, t, f = quiet_arrivals(
-            wi[w, _ARR], last, now, hint - st.run_i[_DOFF], wf[w, _TAG0], wi[w, _SEG],
-            wf[w, _FREE], wf[w, _BUSY], st.cum, st.req, st.seg_end, st.bufs[2],
+            st.wi[w, _ARR], last, now, hint - st.run_i[_DOFF], st.wf[w, _TAG0], st.wi[w, _SEG],
+            st.wf[w, _FREE], st.wf[w, _BUSY], st.cum, st.req, st.seg_end, st.dlog,
             st.run_i[_DN], st.cap,
         )  # fmt: skip
-        wi[w, _SEG] = s
-        wf[w, _FREE] = free
-        wf[w, _BUSY] = busy
+        st.wi[w, _SEG] = s
+        st.wf[w, _FREE] = free
+        st.wf[w, _BUSY] = busy
         if f >= 0:  # the compute reached the step's end at t, flow f having arrived
-            wi[w, _ARR] = f + 1
+            st.wi[w, _ARR] = f + 1
             _check_end(st, w, t)
-        wi[w, _ARR] = last
+        st.wi[w, _ARR] = last
     _count_arrival(st, w, now)
 
 
@@ -202,10 +198,9 @@ def _pull_arrived(st, w: int, last: int, now: float, hint: int) -> None:  # type
 def _count_arrival(st, w: int, now: float) -> int:  # type: ignore[no-untyped-def]
     """Worker ``w``'s next pull flow arrived at ``now``: run what it lets run; returns
     the flows arrived this step."""
-    wi = st.wi
-    got = wi[w, _ARR] + 1
-    wi[w, _ARR] = got
-    s = wi[w, _SEG]
+    got = st.wi[w, _ARR] + 1
+    st.wi[w, _ARR] = got
+    s = st.wi[w, _SEG]
     if s < st.n_seg:
         if got >= st.req[s]:
             _try_start(st, w, now)
@@ -217,15 +212,14 @@ def _count_arrival(st, w: int, now: float) -> int:  # type: ignore[no-untyped-de
 @_jit
 def _log_down(st, t: float, g: float, k: int) -> None:  # type: ignore[no-untyped-def]
     """Log a breakpoint of the PS → workers clock."""
-    log = st.bufs[2]
     n = st.run_i[_DN]
-    if n == log.shape[1]:
+    if n == st.dlog.shape[1]:
         grown = np.zeros((3, 2 * n))
-        grown[:, :n] = log
-        st.bufs[2] = log = grown
-    log[0, n] = t
-    log[1, n] = g
-    log[2, n] = k
+        grown[:, :n] = st.dlog
+        st.dlog = grown
+    st.dlog[0, n] = t
+    st.dlog[1, n] = g
+    st.dlog[2, n] = k
     st.run_i[_DN] = n + 1
 
 
@@ -233,91 +227,100 @@ def _log_down(st, t: float, g: float, k: int) -> None:  # type: ignore[no-untype
 def _join_pulls(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w``'s pulls of the step join its idle connection at ``now`` as groups
     (``FastFifoRun.join_pull_groups``)."""
-    run_f, run_i, cap = st.run_f, st.run_i, st.cap
-    k = run_i[_DK]
+    cap = st.cap
+    k = st.run_i[_DK]
     if k:
-        dt = now - run_f[_DT]
-        run_f[_DG] += dt * cap / k
-        run_f[_DNB] += dt
-    run_f[_DT] = now
-    tag0 = run_f[_DG]
+        dt = now - st.run_f[_DT]
+        st.run_f[_DG] += dt * cap / k
+        st.run_f[_DNB] += dt
+    st.run_f[_DT] = now
+    tag0 = st.run_f[_DG]
     st.wf[w, _TAG0] = tag0
     st.wi[w, _HEAD] = 0
     k += 1
-    run_i[_DK] = k
-    run_i[_DH_N] = pl._heap_push(
-        tag0 + st.g_end[0], run_i[_DSEQ], w, run_i[_DH_N], st.dk, st.ds, st.dc
+    st.run_i[_DK] = k
+    st.run_i[_DH_N] = pl._heap_push(
+        tag0 + st.g_end[0], st.run_i[_DSEQ], w, st.run_i[_DH_N], st.dk, st.ds, st.dc
     )
-    run_i[_DSEQ] += 1
+    st.run_i[_DSEQ] += 1
     _log_down(st, now, tag0, k)
-    st.wi[w, _HINT] = run_i[_DOFF] + run_i[_DN] - 1
+    st.wi[w, _HINT] = st.run_i[_DOFF] + st.run_i[_DN] - 1
     gap = st.dk[0] - tag0
-    _schedule_link(run_f, run_i, _DOWN_AT, _DOWN_SEQ, now + (gap if gap > 0.0 else 0.0) * k / cap)
-    if run_i[_DN] > run_i[_DTRIM]:
+    _schedule_link(st, _DOWN_AT, _DOWN_SEQ, now + (gap if gap > 0.0 else 0.0) * k / cap)
+    if st.run_i[_DN] > st.run_i[_DTRIM]:
         # drop the breakpoints before every busy connection's head group
         keep = st.wi[st.dc[0], _HINT]
-        for i in range(1, run_i[_DH_N]):
+        for i in range(1, st.run_i[_DH_N]):
             keep = min(keep, st.wi[st.dc[i], _HINT])
-        d, n = keep - run_i[_DOFF], run_i[_DN]
-        log = st.bufs[2]
+        d, n = keep - st.run_i[_DOFF], st.run_i[_DN]
+        log = st.dlog
         for j in range(n - d):
             log[0, j], log[1, j], log[2, j] = log[0, d + j], log[1, d + j], log[2, d + j]
-        run_i[_DN] = n - d
-        run_i[_DOFF] = keep
-        run_i[_DTRIM] = max(4096, 16 * st.workers, 2 * run_i[_DN])
+        st.run_i[_DN] = n - d
+        st.run_i[_DOFF] = keep
+        st.run_i[_DTRIM] = max(4096, 16 * st.workers, 2 * st.run_i[_DN])
+
+
+@_jit
+def _down_clock(st) -> tuple[int, float, float, float, float]:  # type: ignore[no-untyped-def]
+    """The PS → workers link's busy connections, virtual time, its last update (s),
+    busy seconds and bytes sent."""
+    return st.run_i[_DK], st.run_f[_DG], st.run_f[_DT], st.run_f[_DNB], st.run_f[_DBYTES]
 
 
 @_jit
 def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
     """Departures from the PS → workers link while the next precedes every other
     event (``FastFifoRun._link_departures``); returns the last one's time."""
-    run_f, run_i, cap, dk, ds, dc = st.run_f, st.run_i, st.cap, st.dk, st.ds, st.dc
-    k = run_i[_DK]
-    g = run_f[_DG]
-    t_last = run_f[_DT]
-    nb = run_f[_DNB]
-    nbytes = run_f[_DBYTES]
+    cap = st.cap
+    k, g, t_last, nb, nbytes = _down_clock(st)
     n_groups = len(st.g_end)
     while True:
         dt = now - t_last
         g += dt * cap / k
         nb += dt
         t_last = now
-        c = dc[0]
+        c = st.dc[0]
         i = st.wi[c, _HEAD]
         nbytes += st.g_size[i]
         more = i + 1 < n_groups
         if more:  # c's next group is its head now
             st.wi[c, _HEAD] = i + 1
             pl._sift_down(
-                st.wf[c, _TAG0] + st.g_end[i + 1], run_i[_DSEQ], c, run_i[_DH_N], dk, ds, dc
+                st.wf[c, _TAG0] + st.g_end[i + 1],
+                st.run_i[_DSEQ],
+                c,
+                st.run_i[_DH_N],
+                st.dk,
+                st.ds,
+                st.dc,
             )
-            run_i[_DSEQ] += 1
+            st.run_i[_DSEQ] += 1
         else:
-            run_i[_DH_N] = pl._heap_pop(run_i[_DH_N], dk, ds, dc)
+            st.run_i[_DH_N] = pl._heap_pop(st.run_i[_DH_N], st.dk, st.ds, st.dc)
             k -= 1
         hint = st.wi[c, _HINT]
         _log_down(st, now, g, k)
         if more:
-            st.wi[c, _HINT] = run_i[_DOFF] + run_i[_DN] - 1
-        run_i[_DK] = k
-        run_f[_DG] = g
-        run_f[_DT] = t_last
+            st.wi[c, _HINT] = st.run_i[_DOFF] + st.run_i[_DN] - 1
+        st.run_i[_DK] = k
+        st.run_f[_DG] = g
+        st.run_f[_DT] = t_last
         _pull_arrived(st, c, st.g_last[i], now, hint)
-        if run_i[_DH_N]:
-            gap = dk[0] - g
+        if st.run_i[_DH_N]:
+            gap = st.dk[0] - g
             t_next = now + (gap if gap > 0.0 else 0.0) * k / cap
             if t_next < _peek(st):
                 # it precedes every pending event: take it now, as the queue would
                 now = t_next
-                run_i[_EVENTS] += 1
+                st.run_i[_EVENTS] += 1
                 continue
-            _schedule_link(run_f, run_i, _DOWN_AT, _DOWN_SEQ, t_next)
+            _schedule_link(st, _DOWN_AT, _DOWN_SEQ, t_next)
         else:
-            run_f[_DOWN_AT] = math.inf
+            st.run_f[_DOWN_AT] = math.inf
         break
-    run_f[_DNB] = nb
-    run_f[_DBYTES] = nbytes
+    st.run_f[_DNB] = nb
+    st.run_f[_DBYTES] = nbytes
     return now
 
 
@@ -325,14 +328,13 @@ def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
 def _release_pull(st, w: int, due: float) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w``'s next pull joins its connection at ``due`` (with a pull gap;
     ``FastFifoRun.release_pull``)."""
-    run_f, run_i = st.run_f, st.run_i
-    run_i[_REL_N] = pl._heap_push(
-        due, run_i[_REL_SEQ], w, run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
+    st.run_i[_REL_N] = pl._heap_push(
+        due, st.run_i[_REL_SEQ], w, st.run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
     )
-    run_i[_REL_SEQ] += 1
-    if due < run_f[_DOWN_WAKE]:
-        run_f[_DOWN_WAKE] = due
-        _schedule_link(run_f, run_i, _DOWN_AT, _DOWN_SEQ, due)
+    st.run_i[_REL_SEQ] += 1
+    if due < st.run_f[_DOWN_WAKE]:
+        st.run_f[_DOWN_WAKE] = due
+        _schedule_link(st, _DOWN_AT, _DOWN_SEQ, due)
 
 
 @_jit
@@ -340,34 +342,30 @@ def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
     """With a pull gap, the PS → workers link's departures and the pulls that join
     after their gap, in time order, while they precede every other event
     (``FastFifoRun._pull_link``); returns the last one's time."""
-    run_f, run_i, cap, wi = st.run_f, st.run_i, st.cap, st.wi
-    k = run_i[_DK]
-    g = run_f[_DG]
-    t_last = run_f[_DT]
-    nb = run_f[_DNB]
-    nbytes = run_f[_DBYTES]
+    cap = st.cap
+    k, g, t_last, nb, nbytes = _down_clock(st)
     horizon = _peek(st)
-    run_f[_DOWN_WAKE] = -math.inf  # pulls released meanwhile are taken by this loop
+    st.run_f[_DOWN_WAKE] = -math.inf  # pulls released meanwhile are taken by this loop
     while True:
         t_next = math.inf
-        if run_i[_WIRE_N]:
+        if st.run_i[_WIRE_N]:
             gap = st.wire_t[0] - g
             t_next = t_last + gap * k / cap if gap > 0.0 else t_last
-        due = st.rel_t[0] if run_i[_REL_N] else math.inf
+        due = st.rel_t[0] if st.run_i[_REL_N] else math.inf
         depart = t_next <= due
         if not depart:
             t_next = due
         elif t_next == math.inf:  # nothing on the link, nothing to release
-            run_f[_DOWN_WAKE] = math.inf
-            run_f[_DOWN_AT] = math.inf
+            st.run_f[_DOWN_WAKE] = math.inf
+            st.run_f[_DOWN_AT] = math.inf
             break
         if t_next > now:
             if t_next >= horizon:
-                run_f[_DOWN_WAKE] = t_next
-                _schedule_link(run_f, run_i, _DOWN_AT, _DOWN_SEQ, t_next)
+                st.run_f[_DOWN_WAKE] = t_next
+                _schedule_link(st, _DOWN_AT, _DOWN_SEQ, t_next)
                 break
             now = t_next  # it precedes every pending event: take it now
-            run_i[_EVENTS] += 1
+            st.run_i[_EVENTS] += 1
         if k:
             dt = now - t_last
             g += dt * cap / k
@@ -375,26 +373,26 @@ def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
         t_last = now
         if depart:  # a connection carries one pull at a time: its next flow
             w = st.wire_w[0]
-            run_i[_WIRE_N] = pl._heap_pop(run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w)
+            st.run_i[_WIRE_N] = pl._heap_pop(st.run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w)
             k -= 1
-            nbytes += st.flow_bytes[wi[w, _ARR]]
-            run_i[_DK], run_f[_DG], run_f[_DT] = k, g, t_last
+            nbytes += st.flow_bytes[st.wi[w, _ARR]]
+            st.run_i[_DK], st.run_f[_DG], st.run_f[_DT] = k, g, t_last
             _pull_arrived_gap(st, w, now)
             horizon = _peek(st)
         else:  # worker w's next pull goes on the wire
             w = st.rel_w[0]
-            run_i[_REL_N] = pl._heap_pop(run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w)
-            size = st.flow_bytes[wi[w, _ARR]]
-            run_i[_WIRE_N] = pl._heap_push(
-                g + size, run_i[_WIRE_SEQ], w, run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w
+            st.run_i[_REL_N] = pl._heap_pop(st.run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w)
+            size = st.flow_bytes[st.wi[w, _ARR]]
+            st.run_i[_WIRE_N] = pl._heap_push(
+                g + size, st.run_i[_WIRE_SEQ], w, st.run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w
             )
-            run_i[_WIRE_SEQ] += 1
+            st.run_i[_WIRE_SEQ] += 1
             k += 1
-    run_i[_DK] = k
-    run_f[_DG] = g
-    run_f[_DT] = t_last
-    run_f[_DNB] = nb
-    run_f[_DBYTES] = nbytes
+    st.run_i[_DK] = k
+    st.run_f[_DG] = g
+    st.run_f[_DT] = t_last
+    st.run_f[_DNB] = nb
+    st.run_f[_DBYTES] = nbytes
     return now
 
 
@@ -403,34 +401,21 @@ def _pull_arrived_gap(st, w: int, now: float) -> None:  # type: ignore[no-untype
     """Worker ``w``'s next pull arrived (with a pull gap): run what it lets run; the
     next one joins one gap later (``FastFifoRun._pull_arrived``)."""
     if _count_arrival(st, w, now) < st.n_flows:
-        run_i = st.run_i
-        run_i[_REL_N] = pl._heap_push(
-            now + st.gap, run_i[_REL_SEQ], w, run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
+        st.run_i[_REL_N] = pl._heap_push(
+            now + st.gap, st.run_i[_REL_SEQ], w, st.run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
         )
-        run_i[_REL_SEQ] += 1
+        st.run_i[_REL_SEQ] += 1
 
 
 @_jit
 def _push_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
     """The workers → PS link's departures and releases until the next other event
     (``FastFifoRun._push_link``); returns the last one's time."""
-    run_f, run_i = st.run_f, st.run_i
     horizon = _peek(st)
-    run_f[_UP_WAKE] = math.inf
-    busy, rel, conn, cur, pend_base, pend_pos, pos, ps = pl._views(st.upf, st.upi)
+    st.run_f[_UP_WAKE] = math.inf
     while True:
-        why, c, now, t, taken = pl._advance(
-            st.upf, st.upi, busy, rel, conn, cur, pend_base, pend_pos, pos, ps, st.bufs[0],
-            st.bufs[1], now, horizon, st.n_push,
-        )  # fmt: skip
-        run_i[_EVENTS] += taken
-        if why == pl.GROW:
-            for b in range(2):
-                a = st.bufs[b]
-                grown = np.zeros((a.shape[0] * 2, a.shape[1]) if b == 0 else (3, a.shape[1] * 2))
-                grown[: a.shape[0], : a.shape[1]] = a
-                st.bufs[b] = grown
-            continue
+        why, c, now, t, taken = pl.advance(st.up, now, horizon)
+        st.run_i[_EVENTS] += taken
         if why != pl.LAST:
             break
         # c's last push of the step left, the PS has applied every push up to it
@@ -438,24 +423,23 @@ def _push_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
             st.wf[c, _LAST] = t
         _check_end(st, c, now)
         horizon = _peek(st)
-    run_f[_UP_AT] = math.inf
+    st.run_f[_UP_AT] = math.inf
     if why == pl.WAKE:
-        run_f[_UP_WAKE] = t
-        _schedule_link(run_f, run_i, _UP_AT, _UP_SEQ, t)
+        st.run_f[_UP_WAKE] = t
+        _schedule_link(st, _UP_AT, _UP_SEQ, t)
     return now
 
 
 @_jit
 def _step_start(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w`` starts a step (``FastFifoRun._step_start``)."""
-    wi, wf = st.wi, st.wf
-    wi[w, _SEG] = 0
-    wi[w, _ENDING] = 0
-    wi[w, _ARR] = 0
-    wf[w, _FREE] = now
-    st.conn[w, pl._LEFT] = st.n_push
-    wf[w, _LAST] = now
-    st.conn[w, pl._GONE] = 0
+    st.wi[w, _SEG] = 0
+    st.wi[w, _ENDING] = 0
+    st.wi[w, _ARR] = 0
+    st.wf[w, _FREE] = now
+    st.up.conn[w, pl._LEFT] = st.n_push
+    st.wf[w, _LAST] = now
+    st.up.conn[w, pl._GONE] = 0
     if st.first_pos[1]:
         _issue_run(st, w, now + st.latency, 0, st.first_pos[1], now)
     if st.n_pull:
@@ -483,14 +467,15 @@ def _step_end(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
 def _next_event(st) -> tuple[int, float]:  # type: ignore[no-untyped-def]
     """The earliest pending event in the core's order: (source, time); source 0 and 1
     the PS → workers and workers → PS links, 2 a worker event, −1 none."""
-    run_f, run_i = st.run_f, st.run_i
     src, t, key = -1, math.inf, 0
-    if run_i[_EV_N]:
+    if st.run_i[_EV_N]:
         src, t, key = 2, st.ev_t[0], st.ev_k[0]
     for link, at, seq_at in ((0, _DOWN_AT, _DOWN_SEQ), (1, _UP_AT, _UP_SEQ)):
         # a departure's key is its sequence (kind 0)
-        if run_f[at] < math.inf and (src < 0 or pl._before(run_f[at], run_i[seq_at], t, key)):
-            src, t, key = link, run_f[at], run_i[seq_at]
+        if st.run_f[at] < math.inf and (
+            src < 0 or pl._before(st.run_f[at], st.run_i[seq_at], t, key)
+        ):
+            src, t, key = link, st.run_f[at], st.run_i[seq_at]
     return src, t
 
 
@@ -512,10 +497,12 @@ def run(  # type: ignore[no-untyped-def]
     n_flows,
     n_pull,
     pushes,
+    room,
 ):
     """Run N workers to the end: pull groups (``gap`` 0) or, with a pull gap of
     ``gap`` seconds, one pull at a time per connection (arguments as
-    ``FastFifoRun._run_compiled`` prepares them from the step).
+    ``FastFifoRun._run_compiled`` prepares them from the step; ``room``: the push
+    records' rows and the two clocks' log columns at first, which double when full).
 
     Returns ``(step_ends, busy, now, events, nic)``: (N, steps) step end times (s),
     (N,) compute seconds, the last event's time (s), events run, and ``(bytes,
@@ -525,8 +512,8 @@ def run(  # type: ignore[no-untyped-def]
     pos_issue, pos_bytes, pos_update = pushes
     n = len(starts)
     n_seg = len(seg_end) - 1
-    upf, upi = pl.new_buffers(n, cap, pos_issue, pos_bytes, pos_update, n_seg + 2)
-    records = np.zeros((max(pl.RECORDS0, 4 * n), 5))
+    records, up_log, down_log = room
+    up = pl.new_link(n, cap, pos_issue, pos_bytes, pos_update, n_seg + 2, records, up_log)
     run_i = np.zeros(15, np.int64)
     run_i[_DN] = 1  # the pull clock's first breakpoint: (0, 0, 0)
     run_i[_DTRIM] = max(4096, 16 * n)
@@ -536,7 +523,7 @@ def run(  # type: ignore[no-untyped-def]
         np.zeros((n, 4)), np.zeros((n, 6), np.int64), np.zeros((n, steps)), run_f, run_i,
         np.zeros(2 * n + 4), np.zeros(2 * n + 4, np.int64), np.zeros(2 * n + 4, np.int64),
         np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
-        upf, upi, pl._views(upf, upi)[2], [records, np.zeros((3, pl.LOG0)), np.zeros((3, 4096))],
+        up, np.zeros((3, down_log)),
         np.zeros(n + 1), np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64),
         np.zeros(n + 1), np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64),
         seg_end, req, first_pos, g_end, g_size, g_last, cum, flow_bytes,
@@ -570,6 +557,6 @@ def run(  # type: ignore[no-untyped-def]
             else:
                 _step_start(st, w, now)
         last = now
-    up_busy, up_bytes = upf[pl._BUSY_S], upf[pl._BYTES]
+    up_busy, up_bytes = up.f[pl._BUSY_S], up.f[pl._BYTES]
     nic = ((run_f[_DBYTES], run_f[_DNB]), (up_bytes, up_busy))
     return st.step_ends, st.wf[:, _BUSY].copy(), last, run_i[_EVENTS], nic

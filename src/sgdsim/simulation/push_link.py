@@ -8,7 +8,7 @@ each worker's connection carrying the pushes due by the time it empties as
 one flow. At high bandwidth a connection empties before its next push is
 due, so the link sees a join and a departure per push: tens of millions in
 a sweep. :func:`advance` takes them in time order, as long as they precede
-every other event, in code that numba compiles, on arrays:
+every other event, in code that numba compiles, on the arrays of a :class:`Link`:
 
 - ``busy``: a heap of ``(tag, seq, connection)``, the flow on the wire of each
   busy connection (the tag is the virtual time at its last byte);
@@ -36,9 +36,11 @@ import math
 import numba
 import numpy as np
 import numpy.typing as npt
+from numba.core import types
+from numba.experimental import structref
 
 #: Why :func:`advance` returned.
-WAKE, IDLE, LAST, GROW = range(4)
+WAKE, IDLE, LAST = range(3)
 
 # F: the link's float state
 _G, _T_LAST, _BUSY_S, _BYTES, _CAP, _PS_FREE = range(6)
@@ -50,7 +52,6 @@ _COUNT, _ON, _LEFT, _GONE, _HEAD, _LEN = range(6)
 
 _jit = numba.njit(cache=True, nogil=True)
 _inline = numba.njit(cache=True, nogil=True, inline="always")  # small helpers of the loop
-_F_HEAD, _I_HEAD = 6, 11  # the scalars at the head of the two buffers
 
 #: Initial rows of the records and columns of the clock's log; both double when full.
 RECORDS0, LOG0 = 64, 4096
@@ -110,35 +111,25 @@ def _heap_pop(n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray) -> int:
 
 
 @_jit
-def release(
-    ints: np.ndarray, rk: np.ndarray, rs: np.ndarray, rc: np.ndarray, due: float, c: int
-) -> None:
+def release(lk, due: float, c: int) -> None:  # type: ignore[no-untyped-def]
     """Idle connection ``c``'s first pending push falls due at ``due`` (s)."""
-    ints[_R_N] = _heap_push(due, ints[_RSEQ], c, ints[_R_N], rk, rs, rc)
-    ints[_RSEQ] += 1
+    lk.i[_R_N] = _heap_push(due, lk.i[_RSEQ], c, lk.i[_R_N], lk.rk, lk.rs, lk.rc)
+    lk.i[_RSEQ] += 1
 
 
 @_inline
-def _take(
-    c: int,
-    now: float,
-    strict: bool,
-    conn: np.ndarray,
-    pend_base: np.ndarray,
-    pend_pos: np.ndarray,
-    pos_issue: np.ndarray,
-) -> tuple[int, int]:
+def _take(lk, c: int, now: float, strict: bool) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     """Take connection ``c``'s pending positions due before ``now`` (``strict``) or by
     ``now``; returns their range ``(lo, hi)`` (empty if none)."""
-    size = pend_base.shape[1]
-    head = conn[c, _HEAD]
-    n = conn[c, _LEN]
-    lo = hi = pend_pos[c, head, 0]
+    size = lk.pend_base.shape[1]
+    head = lk.conn[c, _HEAD]
+    n = lk.conn[c, _LEN]
+    lo = hi = lk.pend_pos[c, head, 0]
     while n:
-        base = pend_base[c, head]
-        plo = pend_pos[c, head, 0]
-        phi = pend_pos[c, head, 1]
-        last = base + pos_issue[phi - 1]
+        base = lk.pend_base[c, head]
+        plo = lk.pend_pos[c, head, 0]
+        phi = lk.pend_pos[c, head, 1]
+        last = base + lk.pos_issue[phi - 1]
         if last < now or (not strict and last == now):
             hi = phi
             head = (head + 1) % size
@@ -149,149 +140,119 @@ def _take(
         a, b = plo, phi
         while a < b:
             mid = (a + b) >> 1
-            if pos_issue[mid] < x or (not strict and pos_issue[mid] == x):
+            if lk.pos_issue[mid] < x or (not strict and lk.pos_issue[mid] == x):
                 a = mid + 1
             else:
                 b = mid
         hi = a
         if strict:
-            while hi > plo and base + pos_issue[hi - 1] >= now:
+            while hi > plo and base + lk.pos_issue[hi - 1] >= now:
                 hi -= 1
-            while hi < phi and base + pos_issue[hi] < now:
+            while hi < phi and base + lk.pos_issue[hi] < now:
                 hi += 1
         else:
-            while hi > plo and base + pos_issue[hi - 1] > now:
+            while hi > plo and base + lk.pos_issue[hi - 1] > now:
                 hi -= 1
-            while hi < phi and base + pos_issue[hi] <= now:
+            while hi < phi and base + lk.pos_issue[hi] <= now:
                 hi += 1
         if hi > plo:
-            pend_pos[c, head, 0] = hi
+            lk.pend_pos[c, head, 0] = hi
         break
-    conn[c, _HEAD] = head
-    conn[c, _LEN] = n
+    lk.conn[c, _HEAD] = head
+    lk.conn[c, _LEN] = n
     return lo, hi
 
 
 @_inline
-def _join(
-    c: int,
-    base: float,
-    lo: int,
-    hi: int,
-    now: float,
-    ints: np.ndarray,
-    conn: np.ndarray,
-    cur: np.ndarray,
-    pos_bytes: np.ndarray,
-    records: np.ndarray,
-) -> float:
+def _join(lk, c: int, base: float, lo: int, hi: int, now: float) -> float:  # type: ignore[no-untyped-def]
     """Positions ``lo … hi − 1`` of ``c`` join as one flow (a record); returns its tag."""
-    tag = base + pos_bytes[hi]
-    r = ints[_REC_N]
-    records[r, 0] = base
-    records[r, 1] = lo
-    records[r, 2] = hi
-    records[r, 3] = c
-    records[r, 4] = now
-    ints[_REC_N] = r + 1
-    cur[c, 0] = tag
-    cur[c, 1] = pos_bytes[hi] - pos_bytes[lo]
-    conn[c, _COUNT] = hi - lo
+    tag = base + lk.pos_bytes[hi]
+    r = lk.i[_REC_N]
+    lk.records[r, 0] = base
+    lk.records[r, 1] = lo
+    lk.records[r, 2] = hi
+    lk.records[r, 3] = c
+    lk.records[r, 4] = now
+    lk.i[_REC_N] = r + 1
+    lk.cur[c, 0] = tag
+    lk.cur[c, 1] = lk.pos_bytes[hi] - lk.pos_bytes[lo]
+    lk.conn[c, _COUNT] = hi - lo
     return tag
 
 
 @_inline
-def _leave(
-    c: int,
-    tag: float,
-    now: float,
-    ints: np.ndarray,
-    busy: tuple[np.ndarray, np.ndarray, np.ndarray],
-    rel: tuple[np.ndarray, np.ndarray, np.ndarray],
-    conn: np.ndarray,
-    cur: np.ndarray,
-    pend_base: np.ndarray,
-    pend_pos: np.ndarray,
-    pos: tuple[np.ndarray, np.ndarray],
-    records: np.ndarray,
-) -> int:
+def _leave(lk, c: int, tag: float, now: float) -> int:  # type: ignore[no-untyped-def]
     """Connection ``c``'s flow (tag ``tag``) left at ``now``: the pushes due before now
     join as its next flow; returns 1 if ``c`` falls idle (released when its next
     pending push is due), else 0."""
-    hk, hs, hc = busy
-    pos_issue, pos_bytes = pos
-    h = conn[c, _HEAD]
-    if conn[c, _LEN] and pend_base[c, h] + pos_issue[pend_pos[c, h, 0]] < now:
-        lo, hi = _take(c, now, True, conn, pend_base, pend_pos, pos_issue)
-        t = _join(c, tag - pos_bytes[lo], lo, hi, now, ints, conn, cur, pos_bytes, records)
-        _sift_down(t, ints[_HSEQ], c, ints[_H_N], hk, hs, hc)  # replaces c's entry, the top
-        ints[_HSEQ] += 1
+    h = lk.conn[c, _HEAD]
+    if lk.conn[c, _LEN] and lk.pend_base[c, h] + lk.pos_issue[lk.pend_pos[c, h, 0]] < now:
+        lo, hi = _take(lk, c, now, True)
+        t = _join(lk, c, tag - lk.pos_bytes[lo], lo, hi, now)
+        # replaces c's entry, the top
+        _sift_down(t, lk.i[_HSEQ], c, lk.i[_H_N], lk.hk, lk.hs, lk.hc)
+        lk.i[_HSEQ] += 1
         return 0
-    ints[_H_N] = _heap_pop(ints[_H_N], hk, hs, hc)
-    conn[c, _ON] = 0
-    if conn[c, _LEN]:
-        due = pend_base[c, h] + pos_issue[pend_pos[c, h, 0]]
-        release(ints, rel[0], rel[1], rel[2], due, c)
+    lk.i[_H_N] = _heap_pop(lk.i[_H_N], lk.hk, lk.hs, lk.hc)
+    lk.conn[c, _ON] = 0
+    if lk.conn[c, _LEN]:
+        release(lk, lk.pend_base[c, h] + lk.pos_issue[lk.pend_pos[c, h, 0]], c)
     return 1
 
 
 @_jit
-def _advance(
-    floats: np.ndarray,
-    ints: np.ndarray,
-    busy: tuple[np.ndarray, np.ndarray, np.ndarray],
-    rel: tuple[np.ndarray, np.ndarray, np.ndarray],
-    conn: np.ndarray,
-    cur: np.ndarray,
-    pend_base: np.ndarray,
-    pend_pos: np.ndarray,
-    pos: tuple[np.ndarray, np.ndarray],
-    ps: tuple[np.ndarray, np.ndarray],
-    records: np.ndarray,
-    log: np.ndarray,
-    now: float,
-    horizon: float,
-    n_push: int,
-) -> tuple[int, int, float, float, int]:
+def _grow(lk) -> None:  # type: ignore[no-untyped-def]
+    """Double the records or the clock's log, whichever is full."""
+    if lk.i[_REC_N] >= lk.records.shape[0]:
+        a = lk.records
+        grown = np.zeros((2 * a.shape[0], a.shape[1]))
+        grown[: a.shape[0]] = a
+        lk.records = grown
+    if lk.i[_LOG_N] >= lk.log.shape[1]:
+        b = lk.log
+        wider = np.zeros((3, 2 * b.shape[1]))
+        wider[:, : b.shape[1]] = b
+        lk.log = wider
+
+
+@_jit
+def advance(lk, now: float, horizon: float) -> tuple[int, int, float, float, int]:  # type: ignore[no-untyped-def]
     """Take the link's departures and the releases of idle connections in time order
     (a departure first at equal times) while they precede ``horizon`` (s).
 
     An emptying connection takes the pushes due by then (strictly before) as
     its next flow; a released one those due by then. When a connection's last
     push of the step leaves, the PS applies every push up to its tag
-    (:func:`_settle_step`). ``ps``: (P,) each position's PS update time, s,
-    and (N,) each connection's latest update end settled, s.
+    (:func:`_settle_step`). The records and the clock's log double when full.
 
     Returns ``(why, c, now, t, taken)``: ``why`` is ``LAST`` when connection
     ``c``'s last push of the step left at ``now`` and its last update ends at
     ``t`` (the caller ends the step and calls again), ``WAKE`` when the next
     event is at ``t`` ≥ ``horizon``, ``IDLE`` when nothing is on the link or
-    pending, ``GROW`` when ``records`` or ``log`` is full (the caller grows
-    them and calls again); ``taken``: events taken before ``horizon``.
+    pending; ``taken``: events taken before ``horizon``.
     """
-    hk, hs, hc = busy
-    rk, rs, rc = rel
-    pos_issue, pos_bytes = pos
-    cap = floats[_CAP]
-    g = floats[_G]
-    t_last = floats[_T_LAST]
-    nb = floats[_BUSY_S]
-    nbytes = floats[_BYTES]
-    k = ints[_K]
+    # the arrays are read through lk in each expression, not bound to locals:
+    # numba then counts no reference per array and call
+    cap = lk.f[_CAP]
+    g = lk.f[_G]
+    t_last = lk.f[_T_LAST]
+    nb = lk.f[_BUSY_S]
+    nbytes = lk.f[_BYTES]
+    k = lk.i[_K]
+    n_push = lk.i[_NP]
     taken = 0
     why = IDLE
     c = -1
     tag = 0.0
     t_next = math.inf
     while True:
-        if ints[_REC_N] >= records.shape[0] or ints[_LOG_N] >= log.shape[1]:
-            why = GROW
-            break
+        if lk.i[_REC_N] >= lk.records.shape[0] or lk.i[_LOG_N] >= lk.log.shape[1]:
+            _grow(lk)
         t_next = math.inf
-        if ints[_H_N]:
-            gap = hk[0] - g
+        if lk.i[_H_N]:
+            gap = lk.hk[0] - g
             t_next = t_last + gap * k / cap if gap > 0.0 else t_last
-        due = rk[0] if ints[_R_N] else math.inf
+        due = lk.rk[0] if lk.i[_R_N] else math.inf
         depart = t_next <= due
         if not depart:
             t_next = due
@@ -311,40 +272,40 @@ def _advance(
         t_last = now
         left = -1
         if depart:
-            c = hc[0]
-            tag = cur[c, 0]
+            c = lk.hc[0]
+            tag = lk.cur[c, 0]
             if g < tag:
                 # rounding: the clock reaches the tag when the flow leaves, so
                 # that g⁻¹(tag) over the breakpoints (settle) gives this time
                 g = tag
-            nbytes += cur[c, 1]
-            left = conn[c, _LEFT] - conn[c, _COUNT]
-            conn[c, _LEFT] = left
-            conn[c, _GONE] = n_push - left
-            k -= _leave(c, tag, now, ints, busy, rel, conn, cur, pend_base, pend_pos, pos, records)
+            nbytes += lk.cur[c, 1]
+            left = lk.conn[c, _LEFT] - lk.conn[c, _COUNT]
+            lk.conn[c, _LEFT] = left
+            lk.conn[c, _GONE] = n_push - left
+            k -= _leave(lk, c, tag, now)
         else:
-            c = rc[0]
-            ints[_R_N] = _heap_pop(ints[_R_N], rk, rs, rc)
-            lo, hi = _take(c, now, False, conn, pend_base, pend_pos, pos_issue)
-            t = _join(c, g - pos_bytes[lo], lo, hi, now, ints, conn, cur, pos_bytes, records)
-            ints[_H_N] = _heap_push(t, ints[_HSEQ], c, ints[_H_N], hk, hs, hc)
-            ints[_HSEQ] += 1
-            conn[c, _ON] = 1
+            c = lk.rc[0]
+            lk.i[_R_N] = _heap_pop(lk.i[_R_N], lk.rk, lk.rs, lk.rc)
+            lo, hi = _take(lk, c, now, False)
+            t = _join(lk, c, g - lk.pos_bytes[lo], lo, hi, now)
+            lk.i[_H_N] = _heap_push(t, lk.i[_HSEQ], c, lk.i[_H_N], lk.hk, lk.hs, lk.hc)
+            lk.i[_HSEQ] += 1
+            lk.conn[c, _ON] = 1
             k += 1
-        n = ints[_LOG_N]
-        log[0, n] = now
-        log[1, n] = g
-        log[2, n] = k
-        ints[_LOG_N] = n + 1
+        n = lk.i[_LOG_N]
+        lk.log[0, n] = now
+        lk.log[1, n] = g
+        lk.log[2, n] = k
+        lk.i[_LOG_N] = n + 1
         if left == 0:
             why = LAST
-            t_next = _settle_step(c, tag, g, floats, ints, conn, pos_bytes, ps, records, log)
+            t_next = _settle_step(lk, c, tag, g)
             break
-    floats[_G] = g
-    floats[_T_LAST] = t_last
-    floats[_BUSY_S] = nb
-    floats[_BYTES] = nbytes
-    ints[_K] = k
+    lk.f[_G] = g
+    lk.f[_T_LAST] = t_last
+    lk.f[_BUSY_S] = nb
+    lk.f[_BYTES] = nbytes
+    lk.i[_K] = k
     return why, c, now, t_next, taken
 
 
@@ -476,125 +437,99 @@ def settle(
 
 
 @_jit
-def _settle_step(
-    c: int,
-    x: float,
-    g: float,
-    floats: np.ndarray,
-    ints: np.ndarray,
-    conn: np.ndarray,
-    pos_bytes: np.ndarray,
-    ps: tuple[np.ndarray, np.ndarray],
-    records: np.ndarray,
-    log: np.ndarray,
-) -> float:
+def _settle_step(lk, c: int, x: float, g: float) -> float:  # type: ignore[no-untyped-def]
     """Connection ``c``'s last push of the step left, its tag ``x``, the clock at ``g``:
     the PS applies every push on the link whose tag is at most ``x`` (:func:`settle`,
     every later push has a tag ≥ min(x, g)); returns the end of ``c``'s last update, s."""
-    pos_update, settled_end = ps
-    n = ints[_REC_N]
+    n = lk.i[_REC_N]
     if n:
-        kept, floats[_PS_FREE] = settle(
-            records[:n], x, conn[:, _GONE], pos_bytes, pos_update, log, ints[_LOG_FROM],
-            ints[_LOG_N], floats[_CAP], floats[_PS_FREE], settled_end,
+        kept, lk.f[_PS_FREE] = settle(
+            lk.records[:n], x, lk.conn[:, _GONE], lk.pos_bytes, lk.pos_update, lk.log,
+            lk.i[_LOG_FROM], lk.i[_LOG_N], lk.f[_CAP], lk.f[_PS_FREE], lk.settled_end,
         )  # fmt: skip
-        ints[_REC_N] = kept
+        lk.i[_REC_N] = kept
         # the breakpoints before the last one before min(x, g) are of settled pushes
-        lf = ints[_LOG_FROM]
-        n_log = ints[_LOG_N]
+        log = lk.log
+        lf = lk.i[_LOG_FROM]
+        n_log = lk.i[_LOG_N]
         j = lf + np.searchsorted(log[1, lf:n_log], x if x < g else g, "left") - 1
         if j > lf:
-            lf = ints[_LOG_FROM] = j
+            lf = lk.i[_LOG_FROM] = j
         if lf > _LOG_DROP:
             for i in range(n_log - lf):
                 log[0, i], log[1, i], log[2, i] = log[0, lf + i], log[1, lf + i], log[2, lf + i]
-            ints[_LOG_N] = n_log - lf
-            ints[_LOG_FROM] = 0
-    end: float = settled_end[c]
-    settled_end[c] = -math.inf
+            lk.i[_LOG_N] = n_log - lf
+            lk.i[_LOG_FROM] = 0
+    end: float = lk.settled_end[c]
+    lk.settled_end[c] = -math.inf
     return end
 
 
-@_jit
-def _views(floats: np.ndarray, ints: np.ndarray) -> tuple:
-    """The link's arrays as views of its two buffers: ``floats`` holds the float
-    state, then (N,) busy keys, (N,) release keys, (N, 2) flows on the wire,
-    (N, ring) pending bases, (P,) pos_issue, (P + 1,) pos_bytes, (P,) PS update
-    times and (N,) settled ends; ``ints`` the int state, then (N,) busy
-    sequence numbers and connections, the same for releases, (N, 6) per
-    connection and (N, ring, 2) pending positions. One buffer per dtype keeps
-    a call from Python cheap (numba checks each argument's type)."""
-    n, ring, p = ints[_NW], ints[_RING], ints[_NP]
-    o = _F_HEAD
-    hk = floats[o : o + n]
-    rk = floats[o + n : o + 2 * n]
-    o += 2 * n
-    cur = floats[o : o + 2 * n].reshape(n, 2)
-    o += 2 * n
-    pend_base = floats[o : o + n * ring].reshape(n, ring)
-    o += n * ring
-    pos_issue = floats[o : o + p]
-    pos_bytes = floats[o + p : o + 2 * p + 1]
-    pos_update = floats[o + 2 * p + 1 : o + 3 * p + 1]
-    settled_end = floats[o + 3 * p + 1 : o + 3 * p + 1 + n]
-    o = _I_HEAD
-    hs, hc = ints[o : o + n], ints[o + n : o + 2 * n]
-    rs, rc = ints[o + 2 * n : o + 3 * n], ints[o + 3 * n : o + 4 * n]
-    o += 4 * n
-    conn = ints[o : o + 6 * n].reshape(n, 6)
-    pend_pos = ints[o + 6 * n : o + 6 * n + 2 * n * ring].reshape(n, ring, 2)
-    return (
-        (hk, hs, hc), (rk, rs, rc), conn, cur, pend_base, pend_pos,
-        (pos_issue, pos_bytes), (pos_update, settled_end),
-    )  # fmt: skip
+@structref.register
+class _LinkType(types.StructRef):
+    """The link's state as a numba ``StructRef`` (:class:`Link`)."""
+
+    def preprocess_fields(self, fields):  # type: ignore[no-untyped-def]
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class Link(structref.StructRefProxy):
+    """The workers → PS link's state, and the PS's, as one object that compiled code
+    passes by reference (one reference counted per call, not one per array).
+
+    Fields: ``f`` (6,) and ``i`` (11,) the float and int scalars (``_G`` …,
+    ``_K`` …); the heaps of busy connections ``(hk, hs, hc)`` and of releases
+    ``(rk, rs, rc)``, (N,) each; ``conn`` (N, 6) ints per connection
+    (``_COUNT`` …); ``cur`` (N, 2) each flow on the wire's tag and bytes;
+    ``pend_base`` (N, ring) and ``pend_pos`` (N, ring, 2) the pending runs;
+    ``pos_issue`` (P,) s, ``pos_bytes`` (P + 1,) bytes, ``pos_update`` (P,) s;
+    ``settled_end`` (N,) each connection's latest update end settled, s;
+    ``records`` (R, 5) and ``log`` (3, L), which grow.
+    """
+
+
+structref.define_proxy(
+    Link,
+    _LinkType,
+    (  # noqa: SIM905 - the fields read as one list
+        "f i hk hs hc rk rs rc conn cur pend_base pend_pos pos_issue pos_bytes pos_update "
+        "settled_end records log"
+    ).split(),
+)
 
 
 @_jit
-def new_buffers(
+def new_link(  # type: ignore[no-untyped-def]
     workers: int,
     cap: float,
     pos_issue: np.ndarray,
     pos_bytes: np.ndarray,
     pos_update: np.ndarray,
     ring: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The float and int buffer (:func:`_views`) of an idle link: ``workers``
-    connections, capacity ``cap`` (bytes/s), the step's positions (arguments as
-    :class:`BulkPushLink`), ``ring`` pending runs per connection."""
-    n, p = workers, len(pos_issue)
-    floats = np.zeros(_F_HEAD + 5 * n + n * ring + 3 * p + 1)
-    ints = np.zeros(_I_HEAD + 10 * n + 2 * n * ring, np.int64)
-    floats[_CAP] = cap
-    ints[_NW], ints[_RING], ints[_NP] = n, ring, p
-    ints[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
-    _, _, _, _, _, _, pos, ps = _views(floats, ints)
-    pos[0][:] = pos_issue
-    pos[1][:] = pos_bytes
-    ps[0][:] = pos_update
-    ps[1][:] = -math.inf
-    return floats, ints
-
-
-def new_growing(workers: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The arrays that grow as a run goes: records and the clock's log."""
-    return np.zeros((max(RECORDS0, 4 * workers), 5)), np.zeros((3, LOG0))
-
-
-@_jit
-def advance(
-    floats: np.ndarray, ints: np.ndarray, records: np.ndarray, log: np.ndarray, now: float,
-    horizon: float,
-) -> tuple[int, int, float, float, int]:  # fmt: skip
-    """:func:`_advance` on the link's buffers (:func:`_views`)."""
-    busy, rel, conn, cur, pend_base, pend_pos, pos, ps = _views(floats, ints)
-    return _advance(
-        floats, ints, busy, rel, conn, cur, pend_base, pend_pos, pos, ps, records, log, now,
-        horizon, ints[_NP],
+    records: int,
+    log: int,
+):
+    """An idle link (:class:`Link`): ``workers`` connections, capacity ``cap``
+    (bytes/s), the step's positions (arguments as :class:`BulkPushLink`), ``ring``
+    pending runs per connection, room for ``records`` records and ``log``
+    breakpoints at first."""
+    n = workers
+    f = np.zeros(6)
+    f[_CAP] = cap
+    i = np.zeros(11, np.int64)
+    i[_NW], i[_RING], i[_NP] = n, ring, len(pos_issue)
+    i[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
+    return Link(
+        f, i, np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+        np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+        np.zeros((n, 6), np.int64), np.zeros((n, 2)), np.zeros((n, ring)),
+        np.zeros((n, ring, 2), np.int64), pos_issue.copy(), pos_bytes.copy(),
+        pos_update.copy(), np.full(n, -math.inf), np.zeros((records, 5)), np.zeros((3, log)),
     )  # fmt: skip
 
 
 @_jit
-def issue(floats: np.ndarray, ints: np.ndarray, w: int, base: float, lo: int, hi: int) -> float:
+def issue(lk, w: int, base: float, lo: int, hi: int) -> float:  # type: ignore[no-untyped-def]
     """Positions ``lo … hi − 1`` of connection ``w`` are issued, position ``p`` due at
     ``base + pos_issue[p]``: they wait in its ring. Returns the time the
     connection joins the link if it was idle with nothing pending (it is
@@ -603,25 +538,30 @@ def issue(floats: np.ndarray, ints: np.ndarray, w: int, base: float, lo: int, hi
     Raises:
         RuntimeError: more pending runs than the ring holds (a bug).
     """
-    _, rel, conn, _, pend_base, pend_pos, pos, _ = _views(floats, ints)
-    n = conn[w, _LEN]
-    size = pend_base.shape[1]
+    n = lk.conn[w, _LEN]
+    size = lk.pend_base.shape[1]
     if n == size:
         raise RuntimeError("more pending push runs than the ring holds")
-    i = (conn[w, _HEAD] + n) % size
-    pend_base[w, i] = base
-    pend_pos[w, i, 0] = lo
-    pend_pos[w, i, 1] = hi
-    conn[w, _LEN] = n + 1
-    if n or conn[w, _ON]:
+    i = (lk.conn[w, _HEAD] + n) % size
+    lk.pend_base[w, i] = base
+    lk.pend_pos[w, i, 0] = lo
+    lk.pend_pos[w, i, 1] = hi
+    lk.conn[w, _LEN] = n + 1
+    if n or lk.conn[w, _ON]:
         return -math.inf
-    due = base + pos[0][lo]
-    release(ints, rel[0], rel[1], rel[2], due, w)
+    due = base + lk.pos_issue[lo]
+    release(lk, due, w)
     return due
 
 
+@_jit
+def _scalars_and_conn(lk):  # type: ignore[no-untyped-def]
+    """The link's float scalars and its (N, 6) ints per connection, for Python."""
+    return lk.f, lk.conn
+
+
 class BulkPushLink:
-    """The workers → PS link's state, and the PS's, on arrays for :func:`advance`.
+    """The workers → PS link's state, and the PS's (:class:`Link`), for Python.
 
     Args:
         workers: connections (one per worker).
@@ -632,7 +572,7 @@ class BulkPushLink:
         ring: pending runs a connection can hold at once (a step's chains).
     """
 
-    __slots__ = ("floats", "gone", "ints", "log", "pushes_left", "records")
+    __slots__ = ("f", "gone", "lk", "pushes_left")
 
     def __init__(
         self,
@@ -643,35 +583,29 @@ class BulkPushLink:
         pos_update: npt.NDArray[np.float64],
         ring: int,
     ) -> None:
-        self.floats, self.ints = new_buffers(workers, cap, pos_issue, pos_bytes, pos_update, ring)
-        conn = _views(self.floats, self.ints)[2]
+        self.lk = new_link(
+            workers, cap, pos_issue, pos_bytes, pos_update, ring, max(RECORDS0, 4 * workers),
+            LOG0,
+        )  # fmt: skip
+        self.f, conn = _scalars_and_conn(self.lk)  # the same memory as the link's
         #: (N,) pushes of each worker's step that have not left, and positions that have
         self.pushes_left: npt.NDArray[np.int64] = conn[:, _LEFT]
         self.gone: npt.NDArray[np.int64] = conn[:, _GONE]
-        self.records, self.log = new_growing(workers)
 
     def advance(self, now: float, horizon: float) -> tuple[int, int, float, float, int]:
-        """:func:`advance` on this link's arrays, growing them when full: ``(why, c,
-        now, t, taken)`` as there, ``why`` never ``GROW``."""
-        taken = 0
-        while True:
-            why, c, now, t, n = advance(
-                self.floats, self.ints, self.records, self.log, now, horizon
-            )
-            taken += n
-            if why != GROW:
-                return why, c, now, t, taken
-            if self.ints[_REC_N] >= len(self.records):
-                self.records = np.concatenate((self.records, np.zeros_like(self.records)))
-            if self.ints[_LOG_N] >= self.log.shape[1]:
-                self.log = np.concatenate((self.log, np.zeros_like(self.log)), axis=1)
+        """:func:`advance` on this link."""
+        return advance(self.lk, now, horizon)
+
+    def issue(self, w: int, base: float, lo: int, hi: int) -> float:
+        """:func:`issue` on this link."""
+        return issue(self.lk, w, base, lo, hi)
 
     @property
     def busy_s(self) -> float:
         """Seconds the link was busy, up to its last breakpoint."""
-        return float(self.floats[_BUSY_S])
+        return float(self.f[_BUSY_S])
 
     @property
     def bytes_done(self) -> float:
         """Bytes that left the link."""
-        return float(self.floats[_BYTES])
+        return float(self.f[_BYTES])
