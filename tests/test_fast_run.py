@@ -51,7 +51,7 @@ def _runs(workload, network, n, policy, seed, offsets, monkeypatch, gap=0.0):
     bandwidth=st.sampled_from([1e6, 3e7, 1e9, 1e11]),
     latency_free=st.booleans(),
     together=st.booleans(),
-    policy=st.sampled_from(["tf_default", "tictac"]),
+    policy=st.sampled_from(["tf_default", "tictac", "fifo_random"]),
     gap=st.sampled_from([0.0, 0.0, 2e-4, 3e-3]),
 )
 def test_compiled_run_gives_the_python_loops_figures_bit_for_bit(
@@ -60,11 +60,12 @@ def test_compiled_run_gives_the_python_loops_figures_bit_for_bit(
     # random steps (empty pulls and pushes, pushes at step start), with and
     # without a latency and pull start (pulls join at once or by an event), from
     # random or equal start times (ties broken by the core's event order); pull
-    # groups, or with a pull gap one pull at a time (tictac, as the grid runs it)
+    # groups, or with a pull gap one pull at a time (tictac and fifo_random, as
+    # the grid runs them); fifo_random draws a pull order per step as its pulls join
     w = _workload(seed, latency_free)
     net = Network(bandwidth, 0.0 if latency_free else 1e-4)
     offsets = [0.0] * n if together else None
-    gap = gap if policy == "tictac" else 0.0
+    gap = gap if policy != "tf_default" else 0.0
     a, b = _runs(w, net, n, policy, seed, offsets, monkeypatch, gap)
     assert a.step_ends == b.step_ends
     assert (a.now, a.events, a.busy, a.nic) == (b.now, b.events, b.busy, b.nic)
@@ -76,7 +77,7 @@ def test_compiled_run_gives_the_python_loops_figures_bit_for_bit(
 @pytest.mark.parametrize(
     ("n", "bandwidth", "policy", "gap"),
     [(8, 1e9, "tf_default", 0.0), (48, 1e10, "tf_default", 0.0), (64, 1e11, "tf_default", 0.0),
-     (32, 1e9, "tictac", 4e-4)],
+     (32, 1e9, "tictac", 4e-4), (24, 1e9, "fifo_random", 0.0), (40, 1e10, "fifo_random", 4e-4)],
 )  # fmt: skip
 def test_compiled_run_matches_on_a_cnn_at_scale(n, bandwidth, policy, gap, monkeypatch):
     # many workers: the pull clock's log is trimmed and grows, the push link's

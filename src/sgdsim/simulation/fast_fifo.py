@@ -10,10 +10,11 @@ runs on the same event loop (:class:`~sgdsim.simulation.core.Simulation`);
 an event that would be the next one popped (a link's next departure, a
 segment's end) is run at once, without the heap.
 
-With a fixed pull order, a fair PS NIC, one worker per node and no trace,
-the whole run is compiled instead (:mod:`sgdsim.simulation.fast_run`, the
-same figures to the bit); the handlers here are its reference and serve
-random pull orders, shared cores, one FIFO queue and traces.
+With a fair PS NIC, one worker per node and no trace, the whole run is
+compiled instead (:mod:`sgdsim.simulation.fast_run`, the same figures to the
+bit; a random pull order's permutations are drawn before the run, in the
+order these handlers draw them); the handlers here are its reference and
+serve shared cores, one FIFO queue and traces.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -769,7 +771,7 @@ class FastFifoRun:
             else float(self.rng.uniform(0.0, t1))
             for w in range(self.workers)
         ]
-        if self.early and not self.random_order and self.trace is None and _COMPILED:
+        if self.early and self.trace is None and _COMPILED:
             return self._run_compiled(starts)
         for w, start in enumerate(starts):
             self.push_event(start, _STEP_START, w)
@@ -793,9 +795,8 @@ class FastFifoRun:
         )
 
     def _run_compiled(self, starts: list[float]) -> RawRun:
-        """The early path with a fixed pull order as one compiled run
-        (:func:`~sgdsim.simulation.fast_run.run`): the same figures."""
-        groups = self.fixed_groups
+        """The early path as one compiled run (:func:`~sgdsim.simulation.fast_run.run`):
+        the same figures."""
         step_ends, busy, now, events, nic = fast_run.run(
             np.asarray(starts, np.float64),
             self.steps_per_worker,
@@ -805,16 +806,9 @@ class FastFifoRun:
             self.overhead,
             float(self.gap),
             self.seg_end_a,
-            self.fixed_req_a,
             np.asarray(self.first_pos, np.int64),
-            (
-                np.array([g[0] for g in groups], np.float64),
-                np.array([g[1] for g in groups], np.float64),
-                np.array([g[2] for g in groups], np.int64),
-            ),
-            np.asarray(self.fixed_cum, np.float64),
-            np.array([f[0] for f in self.fixed_flows], np.float64),
-            len(self.fixed_flows),
+            self._pull_orders(),
+            self.random_order,
             self.n_pull,
             (np.asarray(self.pos_issue, np.float64), self.pos_bytes_a, self.pos_update_a),
             # the rows of push records and columns of each clock's log at first
@@ -835,6 +829,49 @@ class FastFifoRun:
                 "ps0.in": (float(up_bytes), float(up_busy)),
             },
         )
+
+    def _pull_orders(self) -> tuple[npt.NDArray[Any], ...]:
+        """The pull flows of each pull order, a row per order, padded, as
+        :func:`~sgdsim.simulation.fast_run.run` takes them: the policy's order,
+        then with a random order the one of each worker step, drawn here in the
+        order the event handlers draw them (one permutation per step, in the
+        order the steps' pulls join; nothing else draws meanwhile)."""
+        fixed = np.array([f[0] for f in self.fixed_flows], np.float64)
+        draws = self.workers * self.steps_per_worker if self.random_order and self.n_pull else 0
+        perms = [self.rng.permutation(self.n_pull) for _ in range(draws)]
+        d = 1 + draws
+        req = np.empty((d, self.n_seg + 1), np.int64)
+        req[0] = self.fixed_req_a
+        n_flows = np.full(d, len(fixed), np.int64)
+        if self.grouped:
+            rows = [(self.fixed_cum, self.fixed_groups)]
+            for i, perm in enumerate(perms, 1):
+                _, req[i], n_flows[i], cum, groups = self.pull_groups(perm)
+                rows.append((cum, groups))
+            width = max(len(g) for _, g in rows)
+            cums = np.zeros((d, max(len(c) for c, _ in rows)))
+            g_end, g_size = np.zeros((d, width)), np.zeros((d, width))
+            g_last = np.zeros((d, width), np.int64)
+            n_groups = np.zeros(d, np.int64)
+            for i, (cum, groups) in enumerate(rows):
+                cums[i, : len(cum)] = cum
+                n_groups[i] = len(groups)
+                for j, (end, size, last) in enumerate(groups):
+                    g_end[i, j], g_size[i, j], g_last[i, j] = end, size, last
+            flow_bytes = np.zeros((d, 1))
+        else:
+            # one flow per pull, in the drawn order (_pull_flows without aggregation)
+            flow_bytes = np.zeros((d, max(len(fixed), self.n_pull)))
+            flow_bytes[0, : len(fixed)] = fixed
+            if perms:
+                order = np.array(perms)
+                flow_bytes[1:, : self.n_pull] = self.pull_bytes_a[order]
+                eff = np.minimum.accumulate(self.pull_gate_a[order][:, ::-1], axis=1)[:, ::-1]
+                for i, row in enumerate(eff, 1):
+                    req[i] = np.searchsorted(row, self.seg_index, side="right")
+            cums, g_end, g_size = np.zeros((d, 1)), np.zeros((d, 1)), np.zeros((d, 1))
+            g_last, n_groups = np.zeros((d, 1), np.int64), np.zeros(d, np.int64)
+        return req, cums, flow_bytes, n_flows, g_end, g_size, g_last, n_groups
 
     # -- the actions of the event kinds; time taken inline is handed back to the loop
 

@@ -1,7 +1,8 @@
 """The fast loop's early path as one compiled run.
 
-With whole-tensor pulls in a fixed order (``tf_default``, ``tictac``), a fair
-PS NIC, one worker per node and no trace,
+With whole-tensor pulls (``tf_default``, ``tictac``, ``fifo_random``: the
+policy's order, or one drawn per step), a fair PS NIC, one worker per node
+and no trace,
 :class:`~sgdsim.simulation.fast_fifo.FastFifoRun` works in bulk as its
 docstring says: pull groups (or, with a pull gap, one pull at a time per
 connection) on the PS → workers link, segment chains that run ahead, pushes
@@ -39,8 +40,9 @@ _DEPART, _JOIN, _STEP_END, _STEP_START = 0, 1, 3, 4
 # update's end, virtual time of the step's first pull
 _FREE, _BUSY, _LAST, _TAG0 = range(4)
 # per worker, ints: next segment, pull flows arrived, step ending, steps done,
-# breakpoint of its head pull group, its head group
-_SEG, _ARR, _ENDING, _DONE, _HINT, _HEAD = range(6)
+# breakpoint of its head pull group, its head group, its step's pull order (a
+# row of the order arrays), and that order's flows (−1 until it is drawn)
+_SEG, _ARR, _ENDING, _DONE, _HINT, _HEAD, _ORD, _NFLOWS = range(8)
 # run floats: PS → workers clock (g, t), its busy seconds and bytes, the push
 # link's wake, each link's next departure
 _DG, _DT, _DNB, _DBYTES, _UP_WAKE, _DOWN_AT, _UP_AT, _DOWN_WAKE = range(8)
@@ -48,8 +50,9 @@ _DG, _DT, _DNB, _DBYTES, _UP_WAKE, _DOWN_AT, _UP_AT, _DOWN_WAKE = range(8)
 # logged and dropped, when to drop, event sequence, events run, worker events
 # pending, each link's departure's sequence
 _DK, _DSEQ, _DH_N, _DN, _DOFF, _DTRIM, _SEQ, _EVENTS, _EV_N, _DOWN_SEQ, _UP_SEQ = range(11)
-# with a pull gap: the pulls waiting for their gap, and those on the wire (heaps)
-_REL_SEQ, _REL_N, _WIRE_SEQ, _WIRE_N = range(11, 15)
+# with a pull gap: the pulls waiting for their gap, and those on the wire (heaps);
+# pull orders drawn
+_REL_SEQ, _REL_N, _WIRE_SEQ, _WIRE_N, _DRAWN = range(11, 16)
 
 
 #: A worker event's heap key is (time, kind · 2⁴⁰ + sequence): the core's order.
@@ -87,12 +90,15 @@ def _peek(st) -> float:  # type: ignore[no-untyped-def]
 #: link's buffers (``upf``, ``upi``, ``conn``; :mod:`~sgdsim.simulation.push_link`),
 #: the arrays that grow (``bufs``: push records, push clock's log, pull clock's
 #: log), with a pull gap the pulls waiting for it and those on the wire
-#: (``rel_*``, ``wire_*``), and the step's arrays and settings.
+#: (``rel_*``, ``wire_*``), and the step's arrays and settings; the arrays of the
+#: pull flows have a row per pull order (``req``, ``g_*``, ``cum``, ``flow_bytes``,
+#: ``n_flows``): the policy's order, then with ``random`` one per step, drawn
+#: as the pulls join.
 _FIELDS = (  # noqa: SIM905 - the fields read as one list
     "wf wi step_ends run_f run_i ev_t ev_k ev_w dk ds dc up dlog "
     "rel_t rel_k rel_w wire_t wire_k wire_w "
-    "seg_end req first_pos g_end g_size g_last cum flow_bytes "
-    "cap latency pull_start overhead gap n_seg n_flows n_push n_pull steps workers"
+    "seg_end req first_pos g_end g_size g_last n_groups cum flow_bytes n_flows "
+    "cap latency pull_start overhead gap n_seg n_push n_pull steps workers random"
 ).split()
 
 
@@ -119,7 +125,7 @@ def _check_end(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     if (
         st.wi[w, _ENDING] == 0
         and st.wi[w, _SEG] == st.n_seg
-        and st.wi[w, _ARR] == st.n_flows
+        and st.wi[w, _ARR] == st.wi[w, _NFLOWS]
         and st.up.conn[w, pl._LEFT] == 0
     ):
         st.wi[w, _ENDING] = 1
@@ -148,7 +154,7 @@ def _run_chain(st, w: int, t: float, now: float) -> None:  # type: ignore[no-unt
     a, b, x = s + 1, st.n_seg, st.wi[w, _ARR]  # bisect_right(req, arrived, s + 1, n_seg)
     while a < b:
         m = (a + b) >> 1
-        if x < st.req[m]:
+        if x < st.req[st.wi[w, _ORD], m]:
             b = m
         else:
             a = m + 1
@@ -169,7 +175,7 @@ def _run_chain(st, w: int, t: float, now: float) -> None:  # type: ignore[no-unt
 def _try_start(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Run worker ``w``'s next chain if its pulls have arrived."""
     s = st.wi[w, _SEG]
-    if s < st.n_seg and st.wi[w, _ARR] >= st.req[s]:
+    if s < st.n_seg and st.wi[w, _ARR] >= st.req[st.wi[w, _ORD], s]:
         t = st.wf[w, _FREE]
         _run_chain(st, w, t if t > now else now, now)
 
@@ -181,7 +187,8 @@ def _pull_arrived(st, w: int, last: int, now: float, hint: int) -> None:  # type
     if last > st.wi[w, _ARR]:
         s, free, busy, t, f = quiet_arrivals(
             st.wi[w, _ARR], last, now, hint - st.run_i[_DOFF], st.wf[w, _TAG0], st.wi[w, _SEG],
-            st.wf[w, _FREE], st.wf[w, _BUSY], st.cum, st.req, st.seg_end, st.dlog,
+            st.wf[w, _FREE], st.wf[w, _BUSY], st.cum[st.wi[w, _ORD]], st.req[st.wi[w, _ORD]],
+            st.seg_end, st.dlog,
             st.run_i[_DN], st.cap,
         )  # fmt: skip
         st.wi[w, _SEG] = s
@@ -202,9 +209,9 @@ def _count_arrival(st, w: int, now: float) -> int:  # type: ignore[no-untyped-de
     st.wi[w, _ARR] = got
     s = st.wi[w, _SEG]
     if s < st.n_seg:
-        if got >= st.req[s]:
+        if got >= st.req[st.wi[w, _ORD], s]:
             _try_start(st, w, now)
-    elif got == st.n_flows:
+    elif got == st.wi[w, _NFLOWS]:
         _check_end(st, w, now)
     return got
 
@@ -240,7 +247,7 @@ def _join_pulls(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     k += 1
     st.run_i[_DK] = k
     st.run_i[_DH_N] = pl._heap_push(
-        tag0 + st.g_end[0], st.run_i[_DSEQ], w, st.run_i[_DH_N], st.dk, st.ds, st.dc
+        tag0 + st.g_end[st.wi[w, _ORD], 0], st.run_i[_DSEQ], w, st.run_i[_DH_N], st.dk, st.ds, st.dc
     )
     st.run_i[_DSEQ] += 1
     _log_down(st, now, tag0, k)
@@ -274,7 +281,6 @@ def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
     event (``FastFifoRun._link_departures``); returns the last one's time."""
     cap = st.cap
     k, g, t_last, nb, nbytes = _down_clock(st)
-    n_groups = len(st.g_end)
     while True:
         dt = now - t_last
         g += dt * cap / k
@@ -282,12 +288,13 @@ def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
         t_last = now
         c = st.dc[0]
         i = st.wi[c, _HEAD]
-        nbytes += st.g_size[i]
-        more = i + 1 < n_groups
+        o = st.wi[c, _ORD]
+        nbytes += st.g_size[o, i]
+        more = i + 1 < st.n_groups[o]
         if more:  # c's next group is its head now
             st.wi[c, _HEAD] = i + 1
             pl._sift_down(
-                st.wf[c, _TAG0] + st.g_end[i + 1],
+                st.wf[c, _TAG0] + st.g_end[o, i + 1],
                 st.run_i[_DSEQ],
                 c,
                 st.run_i[_DH_N],
@@ -306,7 +313,7 @@ def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
         st.run_i[_DK] = k
         st.run_f[_DG] = g
         st.run_f[_DT] = t_last
-        _pull_arrived(st, c, st.g_last[i], now, hint)
+        _pull_arrived(st, c, st.g_last[o, i], now, hint)
         if st.run_i[_DH_N]:
             gap = st.dk[0] - g
             t_next = now + (gap if gap > 0.0 else 0.0) * k / cap
@@ -375,14 +382,14 @@ def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
             w = st.wire_w[0]
             st.run_i[_WIRE_N] = pl._heap_pop(st.run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w)
             k -= 1
-            nbytes += st.flow_bytes[st.wi[w, _ARR]]
+            nbytes += st.flow_bytes[st.wi[w, _ORD], st.wi[w, _ARR]]
             st.run_i[_DK], st.run_f[_DG], st.run_f[_DT] = k, g, t_last
             _pull_arrived_gap(st, w, now)
             horizon = _peek(st)
         else:  # worker w's next pull goes on the wire
             w = st.rel_w[0]
             st.run_i[_REL_N] = pl._heap_pop(st.run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w)
-            size = st.flow_bytes[st.wi[w, _ARR]]
+            size = st.flow_bytes[st.wi[w, _ORD], st.wi[w, _ARR]]
             st.run_i[_WIRE_N] = pl._heap_push(
                 g + size, st.run_i[_WIRE_SEQ], w, st.run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w
             )
@@ -400,7 +407,7 @@ def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
 def _pull_arrived_gap(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w``'s next pull arrived (with a pull gap): run what it lets run; the
     next one joins one gap later (``FastFifoRun._pull_arrived``)."""
-    if _count_arrival(st, w, now) < st.n_flows:
+    if _count_arrival(st, w, now) < st.wi[w, _NFLOWS]:
         st.run_i[_REL_N] = pl._heap_push(
             now + st.gap, st.run_i[_REL_SEQ], w, st.run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
         )
@@ -431,12 +438,30 @@ def _push_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
 
 
 @_jit
+def _pulls_join(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Worker ``w``'s pulls of the step join at ``now`` (``FastFifoRun.join_pulls``),
+    with a random order the next order drawn first: as one at a time (pull gap) or
+    as groups."""
+    if st.random:
+        o = st.run_i[_DRAWN] + 1
+        st.run_i[_DRAWN] = o
+        st.wi[w, _ORD] = o
+        st.wi[w, _NFLOWS] = st.n_flows[o]
+    if st.gap:
+        _release_pull(st, w, now)
+    else:
+        _join_pulls(st, w, now)
+
+
+@_jit
 def _step_start(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w`` starts a step (``FastFifoRun._step_start``)."""
     st.wi[w, _SEG] = 0
     st.wi[w, _ENDING] = 0
     st.wi[w, _ARR] = 0
     st.wf[w, _FREE] = now
+    if st.random and st.n_pull:
+        st.wi[w, _NFLOWS] = -1  # drawn when the pulls join
     st.up.conn[w, pl._LEFT] = st.n_push
     st.wf[w, _LAST] = now
     st.up.conn[w, pl._GONE] = 0
@@ -445,10 +470,8 @@ def _step_start(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     if st.n_pull:
         if st.pull_start > 0 or st.latency > 0:
             _ev_push(st, now + st.pull_start + st.latency, _JOIN, w)
-        elif st.gap:
-            _release_pull(st, w, now)
         else:
-            _join_pulls(st, w, now)
+            _pulls_join(st, w, now)
     _try_start(st, w, now)
     _check_end(st, w, now)
 
@@ -489,47 +512,52 @@ def run(  # type: ignore[no-untyped-def]
     overhead,
     gap,
     seg_end,
-    req,
     first_pos,
-    groups,
-    cum,
-    flow_bytes,
-    n_flows,
+    orders,
+    random,
     n_pull,
     pushes,
     room,
 ):
     """Run N workers to the end: pull groups (``gap`` 0) or, with a pull gap of
     ``gap`` seconds, one pull at a time per connection (arguments as
-    ``FastFifoRun._run_compiled`` prepares them from the step; ``room``: the push
-    records' rows and the two clocks' log columns at first, which double when full).
+    ``FastFifoRun._run_compiled`` prepares them from the step).
+
+    ``orders``: the pull flows of each pull order, a row per order: ``(req, cum,
+    flow_bytes, n_flows, g_end, g_size, g_last, n_groups)`` as
+    ``FastFifoRun.pull_groups`` and ``_pull_flows`` give them, padded; row 0 is
+    the policy's order, which every worker's first step uses; with ``random``,
+    each step's pulls take the next row as they join (the rows drawn in
+    advance, in the order the Python loop draws them). ``room``: the push
+    records' rows and the two clocks' log columns at first, which double when
+    full.
 
     Returns ``(step_ends, busy, now, events, nic)``: (N, steps) step end times (s),
     (N,) compute seconds, the last event's time (s), events run, and ``(bytes,
     busy s)`` of the PS → workers and workers → PS links.
     """
-    g_end, g_size, g_last = groups
+    req, cum, flow_bytes, n_flows, g_end, g_size, g_last, n_groups = orders
     pos_issue, pos_bytes, pos_update = pushes
     n = len(starts)
     n_seg = len(seg_end) - 1
     records, up_log, down_log = room
     up = pl.new_link(n, cap, pos_issue, pos_bytes, pos_update, n_seg + 2, records, up_log)
-    run_i = np.zeros(15, np.int64)
+    run_i = np.zeros(16, np.int64)
     run_i[_DN] = 1  # the pull clock's first breakpoint: (0, 0, 0)
     run_i[_DTRIM] = max(4096, 16 * n)
     run_f = np.zeros(8)
     run_f[_UP_WAKE] = run_f[_DOWN_AT] = run_f[_UP_AT] = run_f[_DOWN_WAKE] = math.inf
     st = _Run(
-        np.zeros((n, 4)), np.zeros((n, 6), np.int64), np.zeros((n, steps)), run_f, run_i,
+        np.zeros((n, 4)), np.zeros((n, 8), np.int64), np.zeros((n, steps)), run_f, run_i,
         np.zeros(2 * n + 4), np.zeros(2 * n + 4, np.int64), np.zeros(2 * n + 4, np.int64),
         np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
         up, np.zeros((3, down_log)),
         np.zeros(n + 1), np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64),
         np.zeros(n + 1), np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64),
-        seg_end, req, first_pos, g_end, g_size, g_last, cum, flow_bytes,
-        cap, latency, pull_start, overhead, gap, n_seg, n_flows, len(pos_issue), n_pull, steps,
-        n,
+        seg_end, req, first_pos, g_end, g_size, g_last, n_groups, cum, flow_bytes, n_flows,
+        cap, latency, pull_start, overhead, gap, n_seg, len(pos_issue), n_pull, steps, n, random,
     )  # fmt: skip
+    st.wi[:, _NFLOWS] = n_flows[0]
     for w in range(n):
         _ev_push(st, starts[w], _STEP_START, w)
     last = 0.0
@@ -548,10 +576,7 @@ def run(  # type: ignore[no-untyped-def]
             kind, w = st.ev_k[0] // _KIND, st.ev_w[0]
             run_i[_EV_N] = pl._heap_pop(run_i[_EV_N], st.ev_t, st.ev_k, st.ev_w)
             if kind == _JOIN:
-                if st.gap:
-                    _release_pull(st, w, now)
-                else:
-                    _join_pulls(st, w, now)
+                _pulls_join(st, w, now)
             elif kind == _STEP_END:
                 _step_end(st, w, now)
             else:
