@@ -21,10 +21,10 @@ from sgdsim.simulation import Network, push_link, simulate_async
     )
 )
 def test_heap_pops_in_the_order_of_heapq(ops):
-    # None pops, a float pushes (key, next sequence number): equal keys leave in
-    # push order, as heapq's tuples do
-    n_max = len(ops) + 1
-    hk, hs, hc = np.zeros(n_max), np.zeros(n_max, np.int64), np.zeros(n_max, np.int64)
+    # None pops, a float pushes (key, next sequence number); a key of 10 replaces
+    # the top (sift down) when there is one: equal keys leave in push order, as
+    # heapq's tuples do
+    h = np.zeros((3, len(ops) + 1))
     ref: list[tuple[float, int, int]] = []
     n = 0
     for seq, op in enumerate(ops):
@@ -32,14 +32,17 @@ def test_heap_pops_in_the_order_of_heapq(ops):
             if not ref:
                 continue
             want = heapq.heappop(ref)
-            assert (hk[0], hs[0], hc[0]) == want
-            n = push_link._heap_pop(n, hk, hs, hc)
+            assert tuple(h[:, 0]) == want
+            n = push_link.heap_pop(h, n)
+        elif op == 10 and ref:
+            heapq.heapreplace(ref, (op, seq, 100 + seq))
+            push_link.heap_sift_down(h, n, op, seq, 100 + seq)
         else:
             heapq.heappush(ref, (op, seq, 100 + seq))
-            n = push_link._heap_push(op, seq, 100 + seq, n, hk, hs, hc)
+            n = push_link.heap_push(h, n, op, seq, 100 + seq)
         assert n == len(ref)
         if ref:
-            assert (hk[0], hs[0], hc[0]) == ref[0]
+            assert tuple(h[:, 0]) == ref[0]
 
 
 @pytest.mark.parametrize(("workers", "bandwidth"), [(3, 2e8), (24, 1e9), (24, 1e11)])

@@ -62,11 +62,11 @@ _KIND = 1 << 40
 @_jit
 def _ev_push(st, t: float, kind: int, w: int) -> None:  # type: ignore[no-untyped-def]
     """Schedule a worker event (``kind`` of worker ``w``) at ``t`` (s)."""
-    if st.run_i[_EV_N] == len(st.ev_t):
+    if st.run_i[_EV_N] == st.ev.shape[1]:
         raise RuntimeError("more worker events pending than workers")
     key = kind * _KIND + st.run_i[_SEQ]
     st.run_i[_SEQ] += 1
-    st.run_i[_EV_N] = pl._heap_push(t, key, w, st.run_i[_EV_N], st.ev_t, st.ev_k, st.ev_w)
+    st.run_i[_EV_N] = pl.heap_push(st.ev, st.run_i[_EV_N], t, key, w)
 
 
 @_jit
@@ -80,23 +80,23 @@ def _schedule_link(st, at: int, seq_at: int, t: float) -> None:  # type: ignore[
 @_jit
 def _peek(st) -> float:  # type: ignore[no-untyped-def]
     """Time of the earliest pending event, s (inf: none)."""
-    t = st.ev_t[0] if st.run_i[_EV_N] else math.inf
+    t = st.ev[0, 0] if st.run_i[_EV_N] else math.inf
     return min(t, st.run_f[_DOWN_AT], st.run_f[_UP_AT])
 
 
 #: One run's state and settings: per worker (``wf``, ``wi``, ``step_ends``), the
-#: run's scalars (``run_f``, ``run_i``), the worker events' heap (``ev_t``,
-#: ``ev_k``, ``ev_w``), the pull connections' heap (``dk``, ``ds``, ``dc``), the push
-#: link's buffers (``upf``, ``upi``, ``conn``; :mod:`~sgdsim.simulation.push_link`),
-#: the arrays that grow (``bufs``: push records, push clock's log, pull clock's
-#: log), with a pull gap the pulls waiting for it and those on the wire
-#: (``rel_*``, ``wire_*``), and the step's arrays and settings; the arrays of the
-#: pull flows have a row per pull order (``req``, ``g_*``, ``cum``, ``flow_bytes``,
-#: ``n_flows``): the policy's order, then with ``random`` one per step, drawn
-#: as the pulls join.
+#: run's scalars (``run_f``, ``run_i``), the heaps (3, capacity) of the worker
+#: events (``ev``) and the busy pull connections (``down``;
+#: :func:`~sgdsim.simulation.push_link.heap_push`), the push link (``up``, a
+#: :class:`~sgdsim.simulation.push_link.Link`), the pull clock's log (``dlog``,
+#: which grows), with a pull gap the heaps of the pulls waiting for it and of
+#: those on the wire (``rel``, ``wire``), and the step's arrays and settings; the
+#: arrays of the pull flows have a row per pull order (``req``, ``g_*``,
+#: ``cum``, ``flow_bytes``, ``n_flows``): the policy's order, then with
+#: ``random`` one per step, drawn as the pulls join.
 _FIELDS = (  # noqa: SIM905 - the fields read as one list
-    "wf wi step_ends run_f run_i ev_t ev_k ev_w dk ds dc up dlog "
-    "rel_t rel_k rel_w wire_t wire_k wire_w "
+    "wf wi step_ends run_f run_i ev down up dlog "
+    "rel wire "
     "seg_end req first_pos g_end g_size g_last n_groups cum flow_bytes n_flows "
     "cap latency pull_start overhead gap n_seg n_push n_pull steps workers random"
 ).split()
@@ -246,19 +246,19 @@ def _join_pulls(st, w: int, now: float) -> None:  # type: ignore[no-untyped-def]
     st.wi[w, _HEAD] = 0
     k += 1
     st.run_i[_DK] = k
-    st.run_i[_DH_N] = pl._heap_push(
-        tag0 + st.g_end[st.wi[w, _ORD], 0], st.run_i[_DSEQ], w, st.run_i[_DH_N], st.dk, st.ds, st.dc
+    st.run_i[_DH_N] = pl.heap_push(
+        st.down, st.run_i[_DH_N], tag0 + st.g_end[st.wi[w, _ORD], 0], st.run_i[_DSEQ], w
     )
     st.run_i[_DSEQ] += 1
     _log_down(st, now, tag0, k)
     st.wi[w, _HINT] = st.run_i[_DOFF] + st.run_i[_DN] - 1
-    gap = st.dk[0] - tag0
+    gap = st.down[0, 0] - tag0
     _schedule_link(st, _DOWN_AT, _DOWN_SEQ, now + (gap if gap > 0.0 else 0.0) * k / cap)
     if st.run_i[_DN] > st.run_i[_DTRIM]:
         # drop the breakpoints before every busy connection's head group
-        keep = st.wi[st.dc[0], _HINT]
+        keep = st.wi[int(st.down[2, 0]), _HINT]
         for i in range(1, st.run_i[_DH_N]):
-            keep = min(keep, st.wi[st.dc[i], _HINT])
+            keep = min(keep, st.wi[int(st.down[2, i]), _HINT])
         d, n = keep - st.run_i[_DOFF], st.run_i[_DN]
         log = st.dlog
         for j in range(n - d):
@@ -286,25 +286,19 @@ def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
         g += dt * cap / k
         nb += dt
         t_last = now
-        c = st.dc[0]
+        c = int(st.down[2, 0])
         i = st.wi[c, _HEAD]
         o = st.wi[c, _ORD]
         nbytes += st.g_size[o, i]
         more = i + 1 < st.n_groups[o]
         if more:  # c's next group is its head now
             st.wi[c, _HEAD] = i + 1
-            pl._sift_down(
-                st.wf[c, _TAG0] + st.g_end[o, i + 1],
-                st.run_i[_DSEQ],
-                c,
-                st.run_i[_DH_N],
-                st.dk,
-                st.ds,
-                st.dc,
+            pl.heap_sift_down(
+                st.down, st.run_i[_DH_N], st.wf[c, _TAG0] + st.g_end[o, i + 1], st.run_i[_DSEQ], c
             )
             st.run_i[_DSEQ] += 1
         else:
-            st.run_i[_DH_N] = pl._heap_pop(st.run_i[_DH_N], st.dk, st.ds, st.dc)
+            st.run_i[_DH_N] = pl.heap_pop(st.down, st.run_i[_DH_N])
             k -= 1
         hint = st.wi[c, _HINT]
         _log_down(st, now, g, k)
@@ -315,7 +309,7 @@ def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
         st.run_f[_DT] = t_last
         _pull_arrived(st, c, st.g_last[o, i], now, hint)
         if st.run_i[_DH_N]:
-            gap = st.dk[0] - g
+            gap = st.down[0, 0] - g
             t_next = now + (gap if gap > 0.0 else 0.0) * k / cap
             if t_next < _peek(st):
                 # it precedes every pending event: take it now, as the queue would
@@ -335,9 +329,7 @@ def _down_departures(st, now: float) -> float:  # type: ignore[no-untyped-def]
 def _release_pull(st, w: int, due: float) -> None:  # type: ignore[no-untyped-def]
     """Worker ``w``'s next pull joins its connection at ``due`` (with a pull gap;
     ``FastFifoRun.release_pull``)."""
-    st.run_i[_REL_N] = pl._heap_push(
-        due, st.run_i[_REL_SEQ], w, st.run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
-    )
+    st.run_i[_REL_N] = pl.heap_push(st.rel, st.run_i[_REL_N], due, st.run_i[_REL_SEQ], w)
     st.run_i[_REL_SEQ] += 1
     if due < st.run_f[_DOWN_WAKE]:
         st.run_f[_DOWN_WAKE] = due
@@ -356,9 +348,9 @@ def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
     while True:
         t_next = math.inf
         if st.run_i[_WIRE_N]:
-            gap = st.wire_t[0] - g
+            gap = st.wire[0, 0] - g
             t_next = t_last + gap * k / cap if gap > 0.0 else t_last
-        due = st.rel_t[0] if st.run_i[_REL_N] else math.inf
+        due = st.rel[0, 0] if st.run_i[_REL_N] else math.inf
         depart = t_next <= due
         if not depart:
             t_next = due
@@ -379,19 +371,19 @@ def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
             nb += dt
         t_last = now
         if depart:  # a connection carries one pull at a time: its next flow
-            w = st.wire_w[0]
-            st.run_i[_WIRE_N] = pl._heap_pop(st.run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w)
+            w = int(st.wire[2, 0])
+            st.run_i[_WIRE_N] = pl.heap_pop(st.wire, st.run_i[_WIRE_N])
             k -= 1
             nbytes += st.flow_bytes[st.wi[w, _ORD], st.wi[w, _ARR]]
             st.run_i[_DK], st.run_f[_DG], st.run_f[_DT] = k, g, t_last
             _pull_arrived_gap(st, w, now)
             horizon = _peek(st)
         else:  # worker w's next pull goes on the wire
-            w = st.rel_w[0]
-            st.run_i[_REL_N] = pl._heap_pop(st.run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w)
+            w = int(st.rel[2, 0])
+            st.run_i[_REL_N] = pl.heap_pop(st.rel, st.run_i[_REL_N])
             size = st.flow_bytes[st.wi[w, _ORD], st.wi[w, _ARR]]
-            st.run_i[_WIRE_N] = pl._heap_push(
-                g + size, st.run_i[_WIRE_SEQ], w, st.run_i[_WIRE_N], st.wire_t, st.wire_k, st.wire_w
+            st.run_i[_WIRE_N] = pl.heap_push(
+                st.wire, st.run_i[_WIRE_N], g + size, st.run_i[_WIRE_SEQ], w
             )
             st.run_i[_WIRE_SEQ] += 1
             k += 1
@@ -408,8 +400,8 @@ def _pull_arrived_gap(st, w: int, now: float) -> None:  # type: ignore[no-untype
     """Worker ``w``'s next pull arrived (with a pull gap): run what it lets run; the
     next one joins one gap later (``FastFifoRun._pull_arrived``)."""
     if _count_arrival(st, w, now) < st.wi[w, _NFLOWS]:
-        st.run_i[_REL_N] = pl._heap_push(
-            now + st.gap, st.run_i[_REL_SEQ], w, st.run_i[_REL_N], st.rel_t, st.rel_k, st.rel_w
+        st.run_i[_REL_N] = pl.heap_push(
+            st.rel, st.run_i[_REL_N], now + st.gap, st.run_i[_REL_SEQ], w
         )
         st.run_i[_REL_SEQ] += 1
 
@@ -492,7 +484,7 @@ def _next_event(st) -> tuple[int, float]:  # type: ignore[no-untyped-def]
     the PS → workers and workers → PS links, 2 a worker event, −1 none."""
     src, t, key = -1, math.inf, 0
     if st.run_i[_EV_N]:
-        src, t, key = 2, st.ev_t[0], st.ev_k[0]
+        src, t, key = 2, st.ev[0, 0], st.ev[1, 0]
     for link, at, seq_at in ((0, _DOWN_AT, _DOWN_SEQ), (1, _UP_AT, _UP_SEQ)):
         # a departure's key is its sequence (kind 0)
         if st.run_f[at] < math.inf and (
@@ -549,11 +541,9 @@ def run(  # type: ignore[no-untyped-def]
     run_f[_UP_WAKE] = run_f[_DOWN_AT] = run_f[_UP_AT] = run_f[_DOWN_WAKE] = math.inf
     st = _Run(
         np.zeros((n, 4)), np.zeros((n, 8), np.int64), np.zeros((n, steps)), run_f, run_i,
-        np.zeros(2 * n + 4), np.zeros(2 * n + 4, np.int64), np.zeros(2 * n + 4, np.int64),
-        np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+        np.zeros((3, 2 * n + 4)), np.zeros((3, n)),
         up, np.zeros((3, down_log)),
-        np.zeros(n + 1), np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64),
-        np.zeros(n + 1), np.zeros(n + 1, np.int64), np.zeros(n + 1, np.int64),
+        np.zeros((3, n + 1)), np.zeros((3, n + 1)),
         seg_end, req, first_pos, g_end, g_size, g_last, n_groups, cum, flow_bytes, n_flows,
         cap, latency, pull_start, overhead, gap, n_seg, len(pos_issue), n_pull, steps, n, random,
     )  # fmt: skip
@@ -573,8 +563,8 @@ def run(  # type: ignore[no-untyped-def]
             run_f[_UP_AT] = math.inf
             now = _push_link(st, now)
         else:
-            kind, w = st.ev_k[0] // _KIND, st.ev_w[0]
-            run_i[_EV_N] = pl._heap_pop(run_i[_EV_N], st.ev_t, st.ev_k, st.ev_w)
+            kind, w = int(st.ev[1, 0]) // _KIND, int(st.ev[2, 0])
+            run_i[_EV_N] = pl.heap_pop(st.ev, run_i[_EV_N])
             if kind == _JOIN:
                 _pulls_join(st, w, now)
             elif kind == _STEP_END:

@@ -66,54 +66,54 @@ def _before(ka: float, sa: int, kb: float, sb: int) -> bool:
 
 
 @_inline
-def _heap_push(
-    key: float, seq: int, item: int, n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray
-) -> int:
-    """Push ``(key, seq, item)`` on the heap of size ``n``; returns the new size."""
+def heap_push(h: np.ndarray, n: int, key: float, seq: int, item: int) -> int:
+    """Push ``(key, seq, item)`` on the heap ``h`` (3, capacity) of size ``n``: rows
+    keys, sequence numbers and items, as floats (exact below 2⁵³); returns the new
+    size. One array per heap: numba counts one reference per operation, not three."""
     i = n
     while i > 0:
         p = (i - 1) >> 1
-        if not _before(key, seq, hk[p], hs[p]):
+        if not _before(key, seq, h[0, p], h[1, p]):
             break
-        hk[i], hs[i], hc[i] = hk[p], hs[p], hc[p]
+        h[0, i], h[1, i], h[2, i] = h[0, p], h[1, p], h[2, p]
         i = p
-    hk[i], hs[i], hc[i] = key, seq, item
+    h[0, i], h[1, i], h[2, i] = key, seq, item
     return n + 1
 
 
 @_inline
-def _sift_down(
-    key: float, seq: int, item: int, n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray
-) -> None:
-    """Put ``(key, seq, item)`` at the root of the heap of size ``n`` and restore order."""
+def heap_sift_down(h: np.ndarray, n: int, key: float, seq: int, item: int) -> None:
+    """Put ``(key, seq, item)`` at the root of the heap ``h`` of size ``n``
+    (:func:`heap_push`) and restore its order: it replaces the top."""
     i = 0
     while True:
         m = 2 * i + 1
         if m >= n:
             break
         r = m + 1
-        if r < n and _before(hk[r], hs[r], hk[m], hs[m]):
+        if r < n and _before(h[0, r], h[1, r], h[0, m], h[1, m]):
             m = r
-        if not _before(hk[m], hs[m], key, seq):
+        if not _before(h[0, m], h[1, m], key, seq):
             break
-        hk[i], hs[i], hc[i] = hk[m], hs[m], hc[m]
+        h[0, i], h[1, i], h[2, i] = h[0, m], h[1, m], h[2, m]
         i = m
-    hk[i], hs[i], hc[i] = key, seq, item
+    h[0, i], h[1, i], h[2, i] = key, seq, item
 
 
 @_inline
-def _heap_pop(n: int, hk: np.ndarray, hs: np.ndarray, hc: np.ndarray) -> int:
-    """Remove the heap's top; returns the new size."""
+def heap_pop(h: np.ndarray, n: int) -> int:
+    """Remove the top of the heap ``h`` of size ``n`` (:func:`heap_push`); returns the
+    new size."""
     n -= 1
     if n > 0:
-        _sift_down(hk[n], hs[n], hc[n], n, hk, hs, hc)
+        heap_sift_down(h, n, h[0, n], h[1, n], h[2, n])
     return n
 
 
 @_jit
 def release(lk, due: float, c: int) -> None:  # type: ignore[no-untyped-def]
     """Idle connection ``c``'s first pending push falls due at ``due`` (s)."""
-    lk.i[_R_N] = _heap_push(due, lk.i[_RSEQ], c, lk.i[_R_N], lk.rk, lk.rs, lk.rc)
+    lk.i[_R_N] = heap_push(lk.rel, lk.i[_R_N], due, lk.i[_RSEQ], c)
     lk.i[_RSEQ] += 1
 
 
@@ -190,10 +190,10 @@ def _leave(lk, c: int, tag: float, now: float) -> int:  # type: ignore[no-untype
         lo, hi = _take(lk, c, now, True)
         t = _join(lk, c, tag - lk.pos_bytes[lo], lo, hi, now)
         # replaces c's entry, the top
-        _sift_down(t, lk.i[_HSEQ], c, lk.i[_H_N], lk.hk, lk.hs, lk.hc)
+        heap_sift_down(lk.busy, lk.i[_H_N], t, lk.i[_HSEQ], c)
         lk.i[_HSEQ] += 1
         return 0
-    lk.i[_H_N] = _heap_pop(lk.i[_H_N], lk.hk, lk.hs, lk.hc)
+    lk.i[_H_N] = heap_pop(lk.busy, lk.i[_H_N])
     lk.conn[c, _ON] = 0
     if lk.conn[c, _LEN]:
         release(lk, lk.pend_base[c, h] + lk.pos_issue[lk.pend_pos[c, h, 0]], c)
@@ -250,9 +250,9 @@ def advance(lk, now: float, horizon: float) -> tuple[int, int, float, float, int
             _grow(lk)
         t_next = math.inf
         if lk.i[_H_N]:
-            gap = lk.hk[0] - g
+            gap = lk.busy[0, 0] - g
             t_next = t_last + gap * k / cap if gap > 0.0 else t_last
-        due = lk.rk[0] if lk.i[_R_N] else math.inf
+        due = lk.rel[0, 0] if lk.i[_R_N] else math.inf
         depart = t_next <= due
         if not depart:
             t_next = due
@@ -272,7 +272,7 @@ def advance(lk, now: float, horizon: float) -> tuple[int, int, float, float, int
         t_last = now
         left = -1
         if depart:
-            c = lk.hc[0]
+            c = int(lk.busy[2, 0])
             tag = lk.cur[c, 0]
             if g < tag:
                 # rounding: the clock reaches the tag when the flow leaves, so
@@ -284,11 +284,11 @@ def advance(lk, now: float, horizon: float) -> tuple[int, int, float, float, int
             lk.conn[c, _GONE] = n_push - left
             k -= _leave(lk, c, tag, now)
         else:
-            c = lk.rc[0]
-            lk.i[_R_N] = _heap_pop(lk.i[_R_N], lk.rk, lk.rs, lk.rc)
+            c = int(lk.rel[2, 0])
+            lk.i[_R_N] = heap_pop(lk.rel, lk.i[_R_N])
             lo, hi = _take(lk, c, now, False)
             t = _join(lk, c, g - lk.pos_bytes[lo], lo, hi, now)
-            lk.i[_H_N] = _heap_push(t, lk.i[_HSEQ], c, lk.i[_H_N], lk.hk, lk.hs, lk.hc)
+            lk.i[_H_N] = heap_push(lk.busy, lk.i[_H_N], t, lk.i[_HSEQ], c)
             lk.i[_HSEQ] += 1
             lk.conn[c, _ON] = 1
             k += 1
@@ -478,8 +478,8 @@ class Link(structref.StructRefProxy):
     passes by reference (one reference counted per call, not one per array).
 
     Fields: ``f`` (6,) and ``i`` (11,) the float and int scalars (``_G`` …,
-    ``_K`` …); the heaps of busy connections ``(hk, hs, hc)`` and of releases
-    ``(rk, rs, rc)``, (N,) each; ``conn`` (N, 6) ints per connection
+    ``_K`` …); the heaps (:func:`heap_push`) of busy connections ``busy`` and of
+    releases ``rel``, (3, N) each; ``conn`` (N, 6) ints per connection
     (``_COUNT`` …); ``cur`` (N, 2) each flow on the wire's tag and bytes;
     ``pend_base`` (N, ring) and ``pend_pos`` (N, ring, 2) the pending runs;
     ``pos_issue`` (P,) s, ``pos_bytes`` (P + 1,) bytes, ``pos_update`` (P,) s;
@@ -492,7 +492,7 @@ structref.define_proxy(
     Link,
     _LinkType,
     (  # noqa: SIM905 - the fields read as one list
-        "f i hk hs hc rk rs rc conn cur pend_base pend_pos pos_issue pos_bytes pos_update "
+        "f i busy rel conn cur pend_base pend_pos pos_issue pos_bytes pos_update "
         "settled_end records log"
     ).split(),
 )
@@ -520,8 +520,7 @@ def new_link(  # type: ignore[no-untyped-def]
     i[_NW], i[_RING], i[_NP] = n, ring, len(pos_issue)
     i[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
     return Link(
-        f, i, np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
-        np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+        f, i, np.zeros((3, n)), np.zeros((3, n)),
         np.zeros((n, 6), np.int64), np.zeros((n, 2)), np.zeros((n, ring)),
         np.zeros((n, ring, 2), np.int64), pos_issue.copy(), pos_bytes.copy(),
         pos_update.copy(), np.full(n, -math.inf), np.zeros((records, 5)), np.zeros((3, log)),
