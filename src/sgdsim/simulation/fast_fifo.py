@@ -412,22 +412,8 @@ class FastFifoRun:
         self.busy = [0.0] * self.workers
         self.step_ends: list[list[float]] = [[] for _ in range(self.workers)]
         self.ps_free = 0.0
-        # early: the workers → PS link in bulk (push_link): the pushes issued ahead by
-        # eager chains and not yet on the connection, per worker, as runs of
-        # positions; if the connection is idle, those due first join it when due
-        # (releases); while it is busy, all that are due join as one flow when it
-        # empties (the join time of a busy connection's tail does not matter). Its
-        # records are the pushes that joined and that the PS has not applied yet
-        # (settle); its log the breakpoints of the link's virtual clock
-        self.up = BulkPushLink(
-            self.workers,
-            self.cap,
-            np.asarray(self.pos_issue),
-            self.pos_bytes_a,
-            self.pos_update_a,
-            self.n_seg + 2,
-        )
-        self.pushes_left = self.up.pushes_left  # pushes of the step not delivered, per worker
+        # pushes of the step not delivered, per worker (early: the push link's)
+        self.pushes_left = np.zeros(self.workers, np.int64)
         self.rseq = 0
         self.up_wake = math.inf
         # early: each step's pull flows travel in groups (pull_groups): per worker the
@@ -455,6 +441,25 @@ class FastFifoRun:
         self.pull_rel: list[tuple[float, int, int]] = [(math.inf, -1, -1)]  # + sentinel
         self.pull_wire: list[tuple[float, int, int, float, int]] = []
         self.down_wake = math.inf
+
+    def _init_push_link(self) -> None:
+        """The workers → PS link in bulk (early; :mod:`~sgdsim.simulation.push_link`),
+        for the Python loop (the compiled run has its own): the pushes issued
+        ahead by eager chains and not yet on the connection, per worker, as runs
+        of positions; if the connection is idle, those due first join it when due
+        (releases); while it is busy, all that are due join as one flow when it
+        empties (the join time of a busy connection's tail does not matter). Its
+        records are the pushes that joined and that the PS has not applied yet
+        (settle); its log the breakpoints of the link's virtual clock."""
+        self.up = BulkPushLink(
+            self.workers,
+            self.cap,
+            np.asarray(self.pos_issue),
+            self.pos_bytes_a,
+            self.pos_update_a,
+            self.n_seg + 2,
+        )
+        self.pushes_left = self.up.pushes_left
 
     def chunks(self, order: npt.NDArray[np.int64]) -> tuple[list[tuple[float, int]], list[int]]:
         """A step's pull flows issued in ``order``, and what gates on them (_pull_flows)."""
@@ -773,6 +778,8 @@ class FastFifoRun:
         ]
         if self.early and self.trace is None and _COMPILED:
             return self._run_compiled(starts)
+        if self.early:
+            self._init_push_link()
         for w, start in enumerate(starts):
             self.push_event(start, _STEP_START, w)
         now = self.sim.run()
