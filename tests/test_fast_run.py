@@ -86,3 +86,22 @@ def test_compiled_run_matches_on_a_cnn_at_scale(n, bandwidth, policy, gap, monke
                  monkeypatch, gap)  # fmt: skip
     assert a.step_ends == b.step_ends
     assert (a.now, a.events, a.nic) == (b.now, b.events, b.nic)
+
+
+def test_random_orders_beyond_the_cap_run_in_the_python_loop(monkeypatch):
+    # fifo_random draws a pull order per worker step before a compiled run; when
+    # those rows would not fit the cap, the Python loop runs, with the same figures
+    w, net = _workload(7, False), Network(1e9, 1e-4)
+    a = _runs(w, net, 6, "fifo_random", 7, None, monkeypatch, 2e-4)[0]
+
+    def refuse(*args):
+        raise AssertionError("the compiled run must not run beyond the cap")
+
+    monkeypatch.setattr(fast_fifo, "_MAX_ORDER_CELLS", 1)
+    monkeypatch.setattr(fast_fifo.fast_run, "run", refuse)
+    b = _runs(w, net, 6, "fifo_random", 7, None, monkeypatch, 2e-4)[0]
+    assert a.step_ends == b.step_ends
+    assert (a.now, a.events, a.nic) == (b.now, b.events, b.nic)
+    # tf_default's single order still runs compiled under the same cap
+    with pytest.raises(AssertionError, match="beyond the cap"):
+        _runs(w, net, 6, "tf_default", 7, None, monkeypatch)

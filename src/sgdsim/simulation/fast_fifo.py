@@ -52,8 +52,12 @@ Group = tuple[float, float, int]
 # flow, and the PS applies pushes in batches (see FastFifoRun); tests switch it
 # off to compare with one event per tensor and segment
 _BULK = True
-# the early path with a fixed pull order runs compiled (fast_run); tests switch it off
+# the early path runs compiled (fast_run); tests switch it off
 _COMPILED = True
+# a random pull order runs compiled while its orders, drawn before the run (a row
+# per worker step), hold at most this many cells (about 130 MB an array); beyond
+# it (thousands of workers × steps) the Python loop draws them as it goes
+_MAX_ORDER_CELLS = 1 << 24
 
 
 def _pull_flows(
@@ -776,7 +780,7 @@ class FastFifoRun:
             else float(self.rng.uniform(0.0, t1))
             for w in range(self.workers)
         ]
-        if self.early and self.trace is None and _COMPILED:
+        if self.early and self.trace is None and _COMPILED and self._orders_fit():
             return self._run_compiled(starts)
         if self.early:
             self._init_push_link()
@@ -835,6 +839,14 @@ class FastFifoRun:
                 "ps0.out": (float(down_bytes), float(down_busy)),
                 "ps0.in": (float(up_bytes), float(up_busy)),
             },
+        )
+
+    def _orders_fit(self) -> bool:
+        """Whether a random order's rows (:meth:`_pull_orders`) fit ``_MAX_ORDER_CELLS``
+        (a fixed order's one row always does)."""
+        rows = 1 + self.workers * self.steps_per_worker
+        return (
+            not self.random_order or rows * (max(self.n_pull, self.n_seg) + 1) <= _MAX_ORDER_CELLS
         )
 
     def _pull_orders(self) -> tuple[npt.NDArray[Any], ...]:
