@@ -346,15 +346,10 @@ def _pull_link(st, now: float) -> float:  # type: ignore[no-untyped-def]
     horizon = _peek(st)
     st.run_f[_DOWN_WAKE] = -math.inf  # pulls released meanwhile are taken by this loop
     while True:
-        t_next = math.inf
-        if st.run_i[_WIRE_N]:
-            gap = st.wire[0, 0] - g
-            t_next = t_last + gap * k / cap if gap > 0.0 else t_last
-        due = st.rel[0, 0] if st.run_i[_REL_N] else math.inf
-        depart = t_next <= due
-        if not depart:
-            t_next = due
-        elif t_next == math.inf:  # nothing on the link, nothing to release
+        t_next, depart = pl.next_event(
+            st.wire[0, 0], st.run_i[_WIRE_N], st.rel[0, 0], st.run_i[_REL_N], g, t_last, k, cap
+        )
+        if t_next == math.inf:  # nothing on the link, nothing to release
             st.run_f[_DOWN_WAKE] = math.inf
             st.run_f[_DOWN_AT] = math.inf
             break

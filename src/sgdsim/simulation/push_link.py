@@ -110,6 +110,24 @@ def heap_pop(h: np.ndarray, n: int) -> int:
     return n
 
 
+@_inline
+def next_event(
+    top: float, busy: int, due: float, pending: int, g: float, t_last: float, k: int, cap: float
+) -> tuple[float, bool]:
+    """A processor-sharing link's next event, s, and whether it is a departure: the
+    busy heap's top tag ``top`` reached by the virtual clock (at ``g`` since
+    ``t_last``, ``k`` flows sharing ``cap`` bytes/s), or the release ``due``, a
+    departure first at equal times; ``(inf, True)`` when neither heap holds one
+    (``busy``, ``pending``: their sizes)."""
+    t_next = math.inf
+    if busy:
+        gap = top - g
+        t_next = t_last + gap * k / cap if gap > 0.0 else t_last
+    due = due if pending else math.inf
+    depart = t_next <= due
+    return (t_next, True) if depart else (due, False)
+
+
 @_jit
 def release(lk, due: float, c: int) -> None:  # type: ignore[no-untyped-def]
     """Idle connection ``c``'s first pending push falls due at ``due`` (s)."""
@@ -248,15 +266,10 @@ def advance(lk, now: float, horizon: float) -> tuple[int, int, float, float, int
     while True:
         if lk.i[_REC_N] >= lk.records.shape[0] or lk.i[_LOG_N] >= lk.log.shape[1]:
             _grow(lk)
-        t_next = math.inf
-        if lk.i[_H_N]:
-            gap = lk.busy[0, 0] - g
-            t_next = t_last + gap * k / cap if gap > 0.0 else t_last
-        due = lk.rel[0, 0] if lk.i[_R_N] else math.inf
-        depart = t_next <= due
-        if not depart:
-            t_next = due
-        elif t_next == math.inf:  # nothing on the link, nothing pending
+        t_next, depart = next_event(
+            lk.busy[0, 0], lk.i[_H_N], lk.rel[0, 0], lk.i[_R_N], g, t_last, k, cap
+        )
+        if t_next == math.inf:  # nothing on the link, nothing pending
             why = IDLE
             break
         if t_next > now:
