@@ -45,7 +45,7 @@ WAKE, IDLE, LAST = range(3)
 # F: the link's float state
 _G, _T_LAST, _BUSY_S, _BYTES, _CAP, _PS_FREE = range(6)
 # I: the link's int state
-_K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, _LOG_N, _LOG_FROM, _NW, _RING, _NP = range(11)
+_K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, _LOG_N, _LOG_FROM = range(8)
 # per connection, ints: flow on the wire (pushes in it), busy flag, pushes of the
 # step not gone yet, positions gone, ring head, ring length
 _COUNT, _ON, _LEFT, _GONE, _HEAD, _LEN = range(6)
@@ -257,7 +257,7 @@ def advance(lk, now: float, horizon: float) -> tuple[int, int, float, float, int
     nb = lk.f[_BUSY_S]
     nbytes = lk.f[_BYTES]
     k = lk.i[_K]
-    n_push = lk.i[_NP]
+    n_push = len(lk.pos_issue)
     taken = 0
     why = IDLE
     c = -1
@@ -490,7 +490,7 @@ class Link(structref.StructRefProxy):
     """The workers → PS link's state, and the PS's, as one object that compiled code
     passes by reference (one reference counted per call, not one per array).
 
-    Fields: ``f`` (6,) and ``i`` (11,) the float and int scalars (``_G`` …,
+    Fields: ``f`` (6,) and ``i`` (8,) the float and int scalars (``_G`` …,
     ``_K`` …); the heaps (:func:`heap_push`) of busy connections ``busy`` and of
     releases ``rel``, (3, N) each; ``conn`` (N, 6) ints per connection
     (``_COUNT`` …); ``cur`` (N, 2) each flow on the wire's tag and bytes;
@@ -529,8 +529,7 @@ def new_link(  # type: ignore[no-untyped-def]
     n = workers
     f = np.zeros(6)
     f[_CAP] = cap
-    i = np.zeros(11, np.int64)
-    i[_NW], i[_RING], i[_NP] = n, ring, len(pos_issue)
+    i = np.zeros(8, np.int64)
     i[_LOG_N] = 1  # the clock's first breakpoint: (0, 0, 0)
     return Link(
         f, i, np.zeros((3, n)), np.zeros((3, n)),
