@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
@@ -308,7 +309,9 @@ def join_delay(
         readies = [d / f"ready{k}" for k in range(2)]
         try:
             wait_workers(procs, 2, deadline, until=lambda: all_exist(readies))
-            (d / "go").write_text(json.dumps({"start": time.time() + 0.3}))
+            # atomically: a worker polls for the file and reads it at once
+            with atomic_path(d / "go") as tmp_go:
+                tmp_go.write_text(json.dumps({"start": time.time() + 0.3}))
             wait_workers(procs, 2, deadline)
             a, b = (json.loads((d / f"w{k}.json").read_text())["steps"] for k in range(2))
         except MeasurementError as e:
