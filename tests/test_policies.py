@@ -12,7 +12,7 @@ import pytest
 from sgdsim.simulation import POLICIES, Network, Workload, async_ps, simulate_async
 from sgdsim.simulation.chrome_trace import chrome_trace
 from sgdsim.simulation.link import MaxMinLink
-from sgdsim.simulation.policies import split_bytes
+from sgdsim.simulation.policies import CreditQueue, split_bytes
 
 f = np.asarray
 NET = Network(1e7, 0.0)  # 10 MB/s: 1 MB takes 0.1 s, 0.5 MB 0.05 s; no latency
@@ -447,3 +447,16 @@ def test_credit_queue_put_many_releases_as_one_put_at_a_time():
         assert one == many
 
     check()
+
+
+def test_credit_window_empties_without_a_rounding_residue():
+    # 0.1 + 0.2 − 0.1 − 0.2 is 2.8e-17, not 0: once both are delivered nothing is in
+    # flight, and a waiting partition larger than the credit must be released (a
+    # residue held it back for ever, and the run stopped short)
+    q = CreditQueue(0.35)
+    units = [(b, 0, 0, ((i, 0),)) for i, b in enumerate((0.1, 0.2, 0.5))]
+    q.put_many(0, units)
+    for _ in range(2):
+        q.done(q.take(lambda w: float("inf")))
+    assert q.take(lambda w: float("inf")) == units[2]
+    assert q.in_flight == 0.5  # released from an empty window

@@ -291,8 +291,10 @@ class CreditQueue(PriorityQueue):
 
     def done(self, unit: Unit) -> None:
         self.in_flight -= unit[0]
-        if not self._released and not self._n:
-            self.in_flight = 0.0  # no rounding residue when the window empties
+        if not self._released:
+            # the delivered unit was the last one released: nothing is in flight, and
+            # a rounding residue must not hold back a unit larger than the credit
+            self.in_flight = 0.0
         self._release()
 
     def __len__(self) -> int:
