@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sgdsim.simulation import fast_general
 from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.engine import AsyncPSModel, RawRun, single_step_estimate
 from sgdsim.simulation.fast_fifo import FastFifoRun
@@ -281,7 +282,8 @@ def _run_model(
     whole-tensor FIFO policies on one PS without quantum or join delays
     (``join_delays_s``: pulls', pushes'), and
     with a pull gap only as a pure delay on a fair PS NIC; :class:`AsyncPSModel`
-    otherwise."""
+    otherwise, compiled (:func:`.fast_general.run_model`, the same figures) where
+    :func:`.fast_general.supports` it."""
     pol = get_policy(policy)
     spec = pol.spec(sizes)
     serial_gap = pull_gap_s > 0 and pol.serial_pulls
@@ -304,7 +306,7 @@ def _run_model(
             compute_slots,
             pull_gap_s if serial_gap else 0.0,
         ).run()
-    return AsyncPSModel(
+    model = AsyncPSModel(
         workload,
         network,
         workers,
@@ -321,7 +323,8 @@ def _run_model(
         compute_slots,
         link_quantum_bytes,
         *join_delays_s,
-    ).run()
+    )
+    return fast_general.run_model(model) if fast_general.supports(model) else model.run()
 
 
 def _check_args(
