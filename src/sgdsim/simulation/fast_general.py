@@ -23,17 +23,24 @@ reference per call; see ``docs/benchmarks.md``):
   (virtual clock, a heap of finish tags, the departed entry left on top for
   the refill);
 - per worker and direction, the connection's queue: a heap keyed by the
-  policy's key and put order (first-in first-out under one key, as the
-  bucket queue of :class:`~sgdsim.simulation.policies.PriorityQueue`; the
-  FIFO queue keys every unit 0), ByteScheduler's released units in a ring
-  and its credit in flight, Prophet's block formed at the take; the unit on
-  the wire (bytes, step, the pieces it carries);
+  policy's key and put order whose entries are runs of units put together
+  (one ``put_many``: they leave together in put order, as from the bucket
+  queue of :class:`~sgdsim.simulation.policies.PriorityQueue`; the FIFO
+  queue keys every run 0), each a pool row ``(first, end, step)`` over the
+  unit lists; ByteScheduler's released units in a ring and its credit in
+  flight, Prophet's block formed at the take; the unit on the wire (bytes,
+  step, the pieces it carries). The links' tags are one more row of the
+  same heap array;
 - per worker, the step's state machine (:class:`~sgdsim.simulation.worker.Worker`):
   pending pulls of this and the next step (two rows, swapped at a step
   start), push pieces left, the chain's push slots.
 
-A unit in a queue is one float, ``step · pieces + piece``: ``piece`` indexes
-the direction's pieces (every tensor's units, in tensor order).
+A unit list (``l_lo``, ``l_hi``) is a run list of the
+:class:`~sgdsim.simulation.engine.StepPlan` (the first step's pulls, the
+later ones', each push slot's pushes, what each push piece releases under
+P3): its units' pieces ``u_f`` index the direction's pieces (every tensor's
+units, in tensor order), ``u_end`` marks the last unit of each run. A
+released unit is one integer, ``step · pieces + piece``.
 """
 
 from __future__ import annotations
@@ -104,7 +111,7 @@ class _RunType(types.StructRef):
 
 
 class _Run(structref.StructRefProxy):
-    """Python's handle of a :class:`_RunType` (built inside :func:`_run`)."""
+    """Python's handle of a :class:`_RunType` (built by :func:`run_model`)."""
 
 
 structref.define_proxy(_Run, _RunType, _FIELDS)
