@@ -802,9 +802,10 @@ _QUEUE_KINDS = {
 
 
 def supports(model: AsyncPSModel) -> bool:
-    """Whether :func:`run_model` runs ``model``: one PS shard under the ``fair``
-    discipline (or one worker), the link processor sharing, no shared cores, no
-    join delay, no trace, a fixed pull order and the registry's queues."""
+    """Whether :func:`run_model` runs ``model``: one PS shard, the ``fair``
+    discipline (one worker: the link ``SoloLink``, whose arithmetic is
+    ``FairLink``'s with one flow), processor sharing, no shared cores, no join
+    delay, no trace, a pull order the policy fixes and the registry's queues."""
     return (
         _COMPILED
         and not model.fifo
