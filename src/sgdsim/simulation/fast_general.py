@@ -874,9 +874,10 @@ def _start_offsets(model: AsyncPSModel) -> np.ndarray:
     return np.asarray([0.0] + [float(model.rng.uniform(0.0, model._t1)) for _ in range(n - 1)])
 
 
-def _step_arrays(model: AsyncPSModel) -> tuple[Any, ...]:
+def _step_arrays(model: AsyncPSModel) -> tuple[tuple[Any, ...], int]:
     """The plan's step as the arrays :class:`_RunType` reads (its fields from
-    ``seg_dur`` to ``credit``, in order).
+    ``seg_dur`` to ``credit``, in order), and the most pieces a unit on the wire
+    carries (a Prophet block: every piece of a step; else 1).
 
     Raises:
         ValueError: the unit codes ``step · pieces + piece`` would pass 2⁵².
@@ -892,9 +893,11 @@ def _step_arrays(model: AsyncPSModel) -> tuple[Any, ...]:
     pbytes[0, : nf[0]], pbytes[1, : nf[1]] = down_bytes, up_bytes
     ptensor[0, : nf[0]], ptensor[1, : nf[1]] = down_tensor, up_tensor
     queues = [c[0][0].queue for c in model.conns]
+    qkind = [_QUEUE_KINDS[type(q)] for q in queues]
+    width = int(nf.max()) if _BLOCK in qkind else 1
     l_lo, l_hi, u_f, u_prio, u_end, rel_list = _unit_lists(model, (down_off, up_off))
     i8 = np.int64
-    return (
+    arrays = (
         np.asarray(plan.seg_dur, float), np.asarray(plan.pull_gate, i8),
         np.asarray(plan.base_pending, i8), np.asarray(plan.base_pieces, i8),
         np.asarray([len(x) for x in plan.push_pieces], i8),
@@ -902,9 +905,9 @@ def _step_arrays(model: AsyncPSModel) -> tuple[Any, ...]:
         np.asarray(plan.stage_budget, float), pbytes, ptensor, nf,
         np.asarray([u for x in plan.push_piece_update_s for u in x], float),
         np.asarray(plan.matched_push, i8), rel_list, l_lo, l_hi, u_f, u_prio, u_end,
-        np.asarray([_QUEUE_KINDS[type(q)] for q in queues], i8),
-        np.asarray([getattr(q, "credit", 0.0) for q in queues]),
+        np.asarray(qkind, i8), np.asarray([getattr(q, "credit", 0.0) for q in queues]),
     )  # fmt: skip
+    return arrays, width
 
 
 def _state(n: int, n_seg: int, n_pull: int, n_push: int, steps: int, width: int) -> tuple[Any, ...]:
@@ -941,8 +944,7 @@ def run_model(model: AsyncPSModel) -> RawRun:
     """
     plan = model.plan
     n, steps = len(model.workers), model.steps_per_worker
-    step = _step_arrays(model)
-    width = int(step[9].max()) if _BLOCK in step[-2] else 1  # a block's pieces at most
+    step, width = _step_arrays(model)
     state = _state(n, plan.n_seg, plan.n_pull, len(plan.push_pieces), steps, width)
     settings = (
         model.topology.links[DOWN].capacity, plan.latency_s, plan.pull_start_s, plan.overhead_s,
