@@ -11,8 +11,9 @@ operations, so every figure equals the Python loop's to the bit
 run here in the pipeline's grid; the whole-tensor FIFO policies have their
 bulk loop (:mod:`sgdsim.simulation.fast_run`).
 
-The parts, as arrays of one :class:`_RunType` ``StructRef`` (read in place, one
-reference per call; see ``docs/benchmarks.md``):
+The parts, as arrays of one :class:`_RunType` ``StructRef``, which the loop
+reaches through a handle without reference counting
+(:func:`~sgdsim.simulation.borrow.borrow`; see ``docs/benchmarks.md``):
 
 - the event heap (:func:`~sgdsim.simulation.push_link.heap_push`, one (3,
   capacity) array) ordered by the core's ``(time, kind, sequence)``, each
@@ -55,6 +56,7 @@ from numba.experimental import structref
 
 from sgdsim.simulation import policies as pol
 from sgdsim.simulation import push_link as pl
+from sgdsim.simulation.borrow import borrow
 from sgdsim.simulation.engine import AsyncPSModel, RawRun
 from sgdsim.simulation.link import FairLink, SoloLink
 from sgdsim.simulation.topology import DOWN, UP
@@ -177,25 +179,25 @@ def _set_departure(st, d: int, t: float) -> None:  # type: ignore[no-untyped-def
 def _h_push(st, d: int, r: int, key: float, item: float) -> None:  # type: ignore[no-untyped-def]
     """Push ``item`` under ``key`` on heap ``(d, r)`` (row ``r < N``: worker ``r``'s
     queue; ``r = N``: link ``d``'s tags), ties in push order; as
-    :func:`~sgdsim.simulation.push_link.heap_push`, on the array in place (a view
-    would count a reference)."""
+    :func:`~sgdsim.simulation.push_link.heap_push`."""
     n = st.qn[d, r]
     if n == st.qh.shape[3]:
         grown = np.zeros((2, st.workers + 1, 3, 2 * n))
         grown[:, :, :, :n] = st.qh
         st.qh = grown
+    h = st.qh[d, r]  # after the growth: a view of the grown array
     seq = st.qseq[d, r]
     st.qseq[d, r] = seq + 1
     i = n
     while i > 0:
         p = (i - 1) >> 1
-        if not pl._before(key, seq, st.qh[d, r, 0, p], st.qh[d, r, 1, p]):
+        if not pl._before(key, seq, h[0, p], h[1, p]):
             break
-        st.qh[d, r, 0, i] = st.qh[d, r, 0, p]
-        st.qh[d, r, 1, i] = st.qh[d, r, 1, p]
-        st.qh[d, r, 2, i] = st.qh[d, r, 2, p]
+        h[0, i] = h[0, p]
+        h[1, i] = h[1, p]
+        h[2, i] = h[2, p]
         i = p
-    st.qh[d, r, 0, i], st.qh[d, r, 1, i], st.qh[d, r, 2, i] = key, seq, item
+    h[0, i], h[1, i], h[2, i] = key, seq, item
     st.qn[d, r] = n + 1
 
 
@@ -203,22 +205,21 @@ def _h_push(st, d: int, r: int, key: float, item: float) -> None:  # type: ignor
 def _h_sift(st, d: int, r: int, n: int, key: float, seq: int, item: float) -> None:  # type: ignore[no-untyped-def]
     """Put ``(key, seq, item)`` at the root of heap ``(d, r)`` of size ``n`` and restore
     its order (it replaces the top)."""
+    h = st.qh[d, r]
     i = 0
     while True:
         m = 2 * i + 1
         if m >= n:
             break
-        if m + 1 < n and pl._before(
-            st.qh[d, r, 0, m + 1], st.qh[d, r, 1, m + 1], st.qh[d, r, 0, m], st.qh[d, r, 1, m]
-        ):
+        if m + 1 < n and pl._before(h[0, m + 1], h[1, m + 1], h[0, m], h[1, m]):
             m += 1
-        if not pl._before(st.qh[d, r, 0, m], st.qh[d, r, 1, m], key, seq):
+        if not pl._before(h[0, m], h[1, m], key, seq):
             break
-        st.qh[d, r, 0, i] = st.qh[d, r, 0, m]
-        st.qh[d, r, 1, i] = st.qh[d, r, 1, m]
-        st.qh[d, r, 2, i] = st.qh[d, r, 2, m]
+        h[0, i] = h[0, m]
+        h[1, i] = h[1, m]
+        h[2, i] = h[2, m]
         i = m
-    st.qh[d, r, 0, i], st.qh[d, r, 1, i], st.qh[d, r, 2, i] = key, seq, item
+    h[0, i], h[1, i], h[2, i] = key, seq, item
 
 
 @_jit
@@ -786,9 +787,10 @@ def _run(st, starts: np.ndarray):  # type: ignore[no-untyped-def]
     """Start every worker at its offset (s) and run to the end. Returns ``(now,
     events, step_ends, busy, links)``: the last time (s), events run, (N, steps) step
     ends (s), (N,) compute seconds and per link (bytes, busy seconds)."""
-    for w in range(st.workers):
-        _schedule(st, starts[w], _STEP_START, _K_START, w, 0, 0)
-    now = _loop(st)
+    b = borrow(st)  # st, counted, holds the run while the loop works on b
+    for w in range(b.workers):
+        _schedule(b, starts[w], _STEP_START, _K_START, w, 0, 0)
+    now = _loop(b)
     links = ((st.lf[0, _LBYTES], st.lf[0, _LBUSY]), (st.lf[1, _LBYTES], st.lf[1, _LBUSY]))
     return now, st.ri[_EVENTS], st.step_ends, st.wf[:, _BUSY].copy(), links
 
