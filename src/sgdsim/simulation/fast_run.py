@@ -30,6 +30,7 @@ from numba.core import types
 from numba.experimental import structref
 
 from sgdsim.simulation import push_link as pl
+from sgdsim.simulation.borrow import borrow
 from sgdsim.simulation.chains import quiet_arrivals
 
 _jit = numba.njit(cache=True, nogil=True)
@@ -543,29 +544,30 @@ def run(  # type: ignore[no-untyped-def]
         cap, latency, pull_start, overhead, gap, n_seg, len(pos_issue), n_pull, steps, n, random,
     )  # fmt: skip
     st.wi[:, _NFLOWS] = n_flows[0]
+    b = borrow(st)  # st, counted, holds the run while the loop works on b
     for w in range(n):
-        _ev_push(st, starts[w], _STEP_START, w)
+        _ev_push(b, starts[w], _STEP_START, w)
     last = 0.0
     while True:
-        src, now = _next_event(st)
+        src, now = _next_event(b)
         if src < 0:
             break
         run_i[_EVENTS] += 1
         if src == 0:
             run_f[_DOWN_AT] = math.inf
-            now = _pull_link(st, now) if st.gap else _down_departures(st, now)
+            now = _pull_link(b, now) if b.gap else _down_departures(b, now)
         elif src == 1:
             run_f[_UP_AT] = math.inf
-            now = _push_link(st, now)
+            now = _push_link(b, now)
         else:
-            kind, w = int(st.ev[1, 0]) // _KIND, int(st.ev[2, 0])
-            run_i[_EV_N] = pl.heap_pop(st.ev, run_i[_EV_N])
+            kind, w = int(b.ev[1, 0]) // _KIND, int(b.ev[2, 0])
+            run_i[_EV_N] = pl.heap_pop(b.ev, run_i[_EV_N])
             if kind == _JOIN:
-                _pulls_join(st, w, now)
+                _pulls_join(b, w, now)
             elif kind == _STEP_END:
-                _step_end(st, w, now)
+                _step_end(b, w, now)
             else:
-                _step_start(st, w, now)
+                _step_start(b, w, now)
         last = now
     up_busy, up_bytes = up.f[pl._BUSY_S], up.f[pl._BYTES]
     nic = ((run_f[_DBYTES], run_f[_DNB]), (up_bytes, up_busy))
