@@ -14,8 +14,9 @@ counts as ``StructRef`` does: the payload owns its arrays.
 
 Rules, which the caller keeps:
 
-- the ``StructRef`` that was borrowed stays alive while the handle is used (the
-  function that calls :func:`borrow` holds it as an argument);
+- the ``StructRef`` that was borrowed stays alive while the handle is used:
+  numba drops a variable after its last use, so the function that borrows it
+  takes it as an argument or reads it again after the loop (the results);
 - nothing read through the handle escapes to Python or into a field (return
   arrays read from the ``StructRef`` itself);
 - a local bound to an array field is dropped before anything that may replace

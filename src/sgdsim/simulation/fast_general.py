@@ -178,48 +178,23 @@ def _set_departure(st, d: int, t: float) -> None:  # type: ignore[no-untyped-def
 @_jit
 def _h_push(st, d: int, r: int, key: float, item: float) -> None:  # type: ignore[no-untyped-def]
     """Push ``item`` under ``key`` on heap ``(d, r)`` (row ``r < N``: worker ``r``'s
-    queue; ``r = N``: link ``d``'s tags), ties in push order; as
-    :func:`~sgdsim.simulation.push_link.heap_push`."""
+    queue; ``r = N``: link ``d``'s tags), ties in push order
+    (:func:`~sgdsim.simulation.push_link.heap_push`); the heaps double when full."""
     n = st.qn[d, r]
     if n == st.qh.shape[3]:
         grown = np.zeros((2, st.workers + 1, 3, 2 * n))
         grown[:, :, :, :n] = st.qh
         st.qh = grown
-    h = st.qh[d, r]  # after the growth: a view of the grown array
     seq = st.qseq[d, r]
     st.qseq[d, r] = seq + 1
-    i = n
-    while i > 0:
-        p = (i - 1) >> 1
-        if not pl._before(key, seq, h[0, p], h[1, p]):
-            break
-        h[0, i] = h[0, p]
-        h[1, i] = h[1, p]
-        h[2, i] = h[2, p]
-        i = p
-    h[0, i], h[1, i], h[2, i] = key, seq, item
-    st.qn[d, r] = n + 1
+    st.qn[d, r] = pl.heap_push(st.qh[d, r], n, key, seq, item)
 
 
 @_jit
 def _h_sift(st, d: int, r: int, n: int, key: float, seq: int, item: float) -> None:  # type: ignore[no-untyped-def]
     """Put ``(key, seq, item)`` at the root of heap ``(d, r)`` of size ``n`` and restore
-    its order (it replaces the top)."""
-    h = st.qh[d, r]
-    i = 0
-    while True:
-        m = 2 * i + 1
-        if m >= n:
-            break
-        if m + 1 < n and pl._before(h[0, m + 1], h[1, m + 1], h[0, m], h[1, m]):
-            m += 1
-        if not pl._before(h[0, m], h[1, m], key, seq):
-            break
-        h[0, i] = h[0, m]
-        h[1, i] = h[1, m]
-        h[2, i] = h[2, m]
-        i = m
-    h[0, i], h[1, i], h[2, i] = key, seq, item
+    its order: it replaces the top (:func:`~sgdsim.simulation.push_link.heap_sift_down`)."""
+    pl.heap_sift_down(st.qh[d, r], n, key, seq, item)
 
 
 @_jit
