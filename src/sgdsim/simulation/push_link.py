@@ -66,7 +66,7 @@ def _before(ka: float, sa: int, kb: float, sb: int) -> bool:
 
 
 @_inline
-def heap_push(h: np.ndarray, n: int, key: float, seq: int, item: int) -> int:
+def heap_push(h: np.ndarray, n: int, key: float, seq: int, item: float) -> int:
     """Push ``(key, seq, item)`` on the heap ``h`` (3, capacity) of size ``n``: rows
     keys, sequence numbers and items, as floats (exact below 2⁵³); returns the new
     size. One array per heap: numba counts one reference per operation, not three."""
@@ -82,7 +82,7 @@ def heap_push(h: np.ndarray, n: int, key: float, seq: int, item: int) -> int:
 
 
 @_inline
-def heap_sift_down(h: np.ndarray, n: int, key: float, seq: int, item: int) -> None:
+def heap_sift_down(h: np.ndarray, n: int, key: float, seq: int, item: float) -> None:
     """Put ``(key, seq, item)`` at the root of the heap ``h`` of size ``n``
     (:func:`heap_push`) and restore its order: it replaces the top."""
     i = 0
