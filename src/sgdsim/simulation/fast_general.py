@@ -62,6 +62,8 @@ from sgdsim.simulation.link import FairLink, SoloLink
 from sgdsim.simulation.topology import DOWN, UP
 
 _jit = numba.njit(cache=True, nogil=True)
+#: The small helpers of the departure path, inlined into their callers (numba IR).
+_inline = numba.njit(cache=True, nogil=True, inline="always")
 
 #: Models that :func:`supports` accepts run compiled; tests switch it off.
 _COMPILED = True
@@ -122,7 +124,7 @@ structref.define_proxy(_Run, _RunType, _FIELDS)
 # -- events --------------------------------------------------------------------------
 
 
-@_jit
+@_inline
 def _alloc(st) -> int:  # type: ignore[no-untyped-def]
     """A free row of the pool (an event's ``(kind, worker, a, b)``, or a queued run's
     ``(first, end, step)``); the pool doubles when full."""
@@ -139,7 +141,7 @@ def _alloc(st) -> int:  # type: ignore[no-untyped-def]
     return i
 
 
-@_jit
+@_inline
 def _free(st, i: int) -> None:  # type: ignore[no-untyped-def]
     """Row ``i`` of the pool is free again."""
     st.free[st.ri[_FREE_N]] = i
@@ -160,7 +162,7 @@ def _schedule(st, t: float, prio: int, kind: int, w: int, a: int, b: int) -> Non
     st.ri[_SEQ] += 1
 
 
-@_jit
+@_inline
 def _set_departure(st, d: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """Link ``d``'s next departure is at ``t`` (inf: none); a pending one turns stale."""
     old = st.rf[_DT0 + d]
@@ -190,14 +192,14 @@ def _h_push(st, d: int, r: int, key: float, item: float) -> None:  # type: ignor
     st.qn[d, r] = pl.heap_push(st.qh[d, r], n, key, seq, item)
 
 
-@_jit
+@_inline
 def _h_sift(st, d: int, r: int, n: int, key: float, seq: int, item: float) -> None:  # type: ignore[no-untyped-def]
     """Put ``(key, seq, item)`` at the root of heap ``(d, r)`` of size ``n`` and restore
     its order: it replaces the top (:func:`~sgdsim.simulation.push_link.heap_sift_down`)."""
     pl.heap_sift_down(st.qh[d, r], n, key, seq, item)
 
 
-@_jit
+@_inline
 def _h_replace(st, d: int, r: int, key: float, item: float) -> None:  # type: ignore[no-untyped-def]
     """Replace heap ``(d, r)``'s top by ``item`` under ``key`` (``heapq.heapreplace``)."""
     seq = st.qseq[d, r]
@@ -205,7 +207,7 @@ def _h_replace(st, d: int, r: int, key: float, item: float) -> None:  # type: ig
     _h_sift(st, d, r, st.qn[d, r], key, seq, item)
 
 
-@_jit
+@_inline
 def _h_pop(st, d: int, r: int) -> int:  # type: ignore[no-untyped-def]
     """Remove heap ``(d, r)``'s top; returns its item."""
     item = int(st.qh[d, r, 2, 0])
@@ -248,7 +250,7 @@ def _link_add(st, d: int, now: float, size: float, c: int) -> None:  # type: ign
     _link_refill(st, d, now, size, c)
 
 
-@_jit
+@_inline
 def _link_next(st, d: int) -> float:  # type: ignore[no-untyped-def]
     """Link ``d``'s next departure if nothing joins, s (inf: none; ``FairLink.next_departure``)."""
     r = st.workers
@@ -281,7 +283,7 @@ def _link_pop(st, d: int, now: float) -> int:  # type: ignore[no-untyped-def]
     return c
 
 
-@_jit
+@_inline
 def _reschedule(st, d: int) -> None:  # type: ignore[no-untyped-def]
     """Link ``d``'s departure event anew (``topology._Port.reschedule``)."""
     _set_departure(st, d, _link_next(st, d))
@@ -310,7 +312,7 @@ def _q_put(st, d: int, w: int, key: float, lo: int, hi: int, step: int) -> None:
     _h_push(st, d, w, key, e)
 
 
-@_jit
+@_inline
 def _q_pop(st, d: int, w: int) -> int:  # type: ignore[no-untyped-def]
     """Remove connection ``(d, w)``'s most urgent unit; returns its list position (its
     step: ``st.pool[top, 2]`` before the call)."""
@@ -374,7 +376,7 @@ def _put_list(st, d: int, w: int, lid: int, step: int) -> None:  # type: ignore[
             lo = u + 1
 
 
-@_jit
+@_inline
 def _q_len(st, d: int, w: int) -> int:  # type: ignore[no-untyped-def]
     """Whether units wait on connection ``(d, w)`` (0: none; ``len(queue)``'s truth)."""
     return st.qn[d, w] + st.rl[d, w]
