@@ -193,28 +193,18 @@ def _h_push(st, d: int, r: int, key: float, item: float) -> None:  # type: ignor
 
 
 @_inline
-def _h_sift(st, d: int, r: int, n: int, key: float, seq: int, item: float) -> None:  # type: ignore[no-untyped-def]
-    """Put ``(key, seq, item)`` at the root of heap ``(d, r)`` of size ``n`` and restore
-    its order: it replaces the top (:func:`~sgdsim.simulation.push_link.heap_sift_down`)."""
-    pl.heap_sift_down(st.qh[d, r], n, key, seq, item)
-
-
-@_inline
 def _h_replace(st, d: int, r: int, key: float, item: float) -> None:  # type: ignore[no-untyped-def]
     """Replace heap ``(d, r)``'s top by ``item`` under ``key`` (``heapq.heapreplace``)."""
     seq = st.qseq[d, r]
     st.qseq[d, r] = seq + 1
-    _h_sift(st, d, r, st.qn[d, r], key, seq, item)
+    pl.heap_sift_down(st.qh[d, r], st.qn[d, r], key, seq, item)
 
 
 @_inline
 def _h_pop(st, d: int, r: int) -> int:  # type: ignore[no-untyped-def]
     """Remove heap ``(d, r)``'s top; returns its item."""
     item = int(st.qh[d, r, 2, 0])
-    n = st.qn[d, r] - 1
-    st.qn[d, r] = n
-    if n > 0:
-        _h_sift(st, d, r, n, st.qh[d, r, 0, n], int(st.qh[d, r, 1, n]), st.qh[d, r, 2, n])
+    st.qn[d, r] = pl.heap_pop(st.qh[d, r], st.qn[d, r])
     return item
 
 
