@@ -336,3 +336,33 @@ def test_a_synchronous_measurement_keeps_each_launch(tmp_path):
     with duckdb.connect(str(db), read_only=True) as con:
         row = con.execute("SELECT runs, run_steps_per_s, steps_per_s FROM measurements").fetchone()
     assert row == (3, [9.0, 10.0, 11.0], 10.0)
+
+
+def test_accuracy_report_shows_the_phase_distance_of_steady_points(tmp_path):
+    one, two = measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)
+    two[0]["phase_distance"], two[1]["phase_distance"] = 0.04, 0.47
+    files = []
+    for i, (m, p) in enumerate((one, two)):
+        for kind, row in (("m", m), ("p", p)):
+            files.append(tmp_path / f"{kind}{i}.parquet")
+            pl.DataFrame([row]).write_parquet(files[-1])
+    db = tmp_path / "sgdsim.duckdb"
+    publish(db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2])
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        got = con.execute(
+            "SELECT workers, measured_phase_distance, predicted_phase_distance "
+            "FROM validation ORDER BY workers"
+        ).fetchall()
+    finally:
+        con.close()
+    assert got == [(1, None, None), (2, 0.04, 0.47)]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "| phase measured / simulated |" in text
+    assert "| -10.0 | 0.04 / 0.47 |" in text and "| +10.0 | — |" in text
+    # a store without phases keeps the table as it was
+    (tmp_path / "old").mkdir()
+    accuracy_report(measured_store(tmp_path / "old"), out)
+    assert "phase measured" not in out.read_text()

@@ -145,3 +145,35 @@ def test_rule_rejects_bad_parameters():
     for bad in ({"batches": 1}, {"confidence": 1.0}, {"rel_half_width": 0}, {"warmup_steps": 0}):
         with pytest.raises(ValueError, match="SteadyRule needs"):
             SteadyRule(**bad)  # type: ignore[arg-type]
+
+
+def test_phase_distance_of_regimes_by_hand():
+    from sgdsim.protocol import phase_distance
+
+    step = 2.0
+    ends = [k * step for k in range(-2, 30)]
+    # two workers in phase, 0.1 s apart: 0.05 of a step
+    assert phase_distance([ends, [t + 0.1 for t in ends]], 40.0) == pytest.approx(0.05)
+    # alternating: half a step apart
+    assert phase_distance([ends, [t + 1.0 for t in ends]], 40.0) == pytest.approx(0.5)
+    # four workers taking turns: the nearest other is a quarter step away
+    four = [[t + k * step / 4 for t in ends] for k in range(4)]
+    assert phase_distance(four, 40.0) == pytest.approx(0.25)
+    # three in phase and one opposite: most step ends have a neighbour at 0
+    lumped = [ends, ends, ends, [t + 1.0 for t in ends]]
+    assert phase_distance(lumped, 40.0) == pytest.approx(0.0)
+    assert phase_distance([ends], 40.0) is None  # one worker: no phase
+    assert phase_distance([[-3.0, -1.0], [-2.0, -0.5]], 40.0) is None  # no step inside
+
+
+def test_phase_distance_counts_only_the_window_and_folds_unequal_steps():
+    from sgdsim.protocol import phase_distance
+
+    a = [float(t) for t in range(-20, 11)]  # 1 s steps
+    # b in phase for 20 steps before the window, half a step off in its 10 s
+    b = [float(t) for t in range(-20, 0)] + [t + 0.5 for t in range(0, 11)]
+    assert phase_distance([a, b], 10.0) == pytest.approx(0.5)
+    # a worker with steps twice as long, ending 0.2 s after the other's: 0.1 of its step
+    slow = [2 * t + 0.2 for t in range(-2, 6)]
+    d = phase_distance([a, slow], 10.0)
+    assert d is not None and 0.0 < d <= 0.2

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from test_testbed import child_processes, lenet, one_tensor_workload, testbed_ok
 
-from sgdsim.protocol import SteadyRule, steady_stop
+from sgdsim.protocol import SteadyRule, phase_distance, steady_stop
 from sgdsim.testbed import Testbed
 from sgdsim.testbed.netns import tbf_params
 
@@ -193,3 +193,11 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     assert again.steps_per_s == pytest.approx(sum(windows) / len(windows), rel=1e-9)
     assert reps == with_defaults(config)["simulation"]["replications"]  # the rate: their mean
     assert con.execute("SELECT count(*) FROM validation").fetchone()[0] == 2
+    # how far apart the two workers stepped, measured and simulated; none for one worker
+    phases = con.execute(
+        "SELECT workers, measured_phase_distance, predicted_phase_distance FROM validation "
+        "ORDER BY workers"
+    ).fetchall()
+    assert phases[0] == (1, None, None)
+    assert all(x is not None and 0.0 <= x <= 0.5 for x in phases[1][1:])
+    assert phases[1][2] == pytest.approx(phase_distance(ends, again.window_s))

@@ -361,10 +361,47 @@ def steady_stop(
     return None
 
 
+def phase_distance(step_ends: Sequence[Sequence[float]], window_s: float) -> float | None:
+    """How far apart asynchronous workers step: the median, over every step end
+    inside the window, of the time to the nearest step end of another worker,
+    as a fraction of that step (folded into 0 … 0.5).
+
+    0 = in phase (every worker pulls, computes and pushes with the others);
+    1/N = evenly spread (two workers alternating: 0.5, four taking turns:
+    0.25). It tells which regime a run settled into (docs/steady-state.md),
+    and so why a point misses the expected value.
+
+    Args:
+        step_ends: (N, steps) each worker's step end times, ascending, seconds
+            since the window started (negative: before it).
+        window_s: the window's length, seconds.
+
+    Returns:
+        The median fraction, or None with fewer than two workers or no step
+        end inside the window that follows another of the same worker.
+    """
+    ends = [np.asarray(e, dtype=float) for e in step_ends]
+    if len(ends) < 2:
+        return None
+    samples = []
+    for w, own in enumerate(ends):
+        others = np.sort(np.concatenate([e for k, e in enumerate(ends) if k != w]))
+        if not others.size:
+            return None
+        for prev, t in itertools.pairwise(own):
+            if not 0.0 <= t <= window_s or t <= prev:
+                continue
+            i = int(np.searchsorted(others, t))
+            near = min(abs(others[j] - t) for j in (i - 1, i) if 0 <= j < others.size)
+            x = (near / (t - prev)) % 1.0
+            samples.append(min(x, 1.0 - x))
+    return float(np.median(samples)) if samples else None
+
+
 def steady_columns(est: SteadyEstimate, step_ends: Sequence[Sequence[float]]) -> dict[str, Any]:
     """Columns of a ``steady`` protocol record (measured or predicted) from its
     estimate and every worker's step ends in seconds since the window started
-    (negative: warm-up and settling)."""
+    (negative: warm-up and settling); ``phase_distance`` as :func:`phase_distance`."""
     return {
         "protocol": "steady",
         "converged": est.converged,
@@ -374,4 +411,5 @@ def steady_columns(est: SteadyEstimate, step_ends: Sequence[Sequence[float]]) ->
         "steps_per_s_windows": list(est.batch_steps_per_s),
         "steps_in_window": list(est.steps),
         "step_end_times": [list(e) for e in step_ends],
+        "phase_distance": phase_distance(step_ends, est.window_s),
     }

@@ -124,12 +124,25 @@ def _mode(con: Any, table: str) -> str:
 
 
 def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
-    """Every measured point; columns as :data:`_POINT_COLUMNS`, the mode last."""
+    """Every measured point: model, network, policy, N, measured steps/s and std,
+    predicted steps/s, error and absolute error %, hardware, loopback, CPU busy and
+    stolen, the mode (:data:`_MODE`), then the measured and predicted phase distance
+    (:data:`_PHASE`; NULL in stores written before it was recorded)."""
+    (has_phase,) = con.execute(
+        "SELECT count(*) FROM information_schema.columns "
+        "WHERE table_name = 'validation' AND column_name = 'measured_phase_distance'"
+    ).fetchone()
+    phase = (
+        "measured_phase_distance, predicted_phase_distance"
+        if has_phase
+        else "NULL::DOUBLE, NULL::DOUBLE"
+    )
     return con.execute(
         f"""
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
-               hardware, loopback, cpu_busy, cpu_steal, {_mode(con, "validation")} AS mode
+               hardware, loopback, cpu_busy, cpu_steal, {_mode(con, "validation")} AS mode,
+               {phase}
         FROM validation ORDER BY mode, model, bandwidth_bps, network, policy, workers
         """
     ).fetchall()
@@ -137,6 +150,16 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
 
 #: Index of the SGD mode in a row of :func:`_validation_rows`.
 _MODE = 13
+#: Index of the measured phase distance in a row of :func:`_validation_rows`
+#: (the predicted one follows).
+_PHASE = 14
+
+
+def _phase_cell(measured: float | None, predicted: float | None) -> str:
+    """``measured / predicted`` phase distance, two decimals, — where missing."""
+    if measured is None and predicted is None:
+        return "—"
+    return " / ".join("—" if x is None else f"{x:.2f}" for x in (measured, predicted))
 
 
 def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> None:
@@ -184,6 +207,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
     finally:
         con.close()
     modes = {r[_MODE] for r in points} | {r[0] for r in skipped}
+    phased = any(r[_PHASE] is not None or r[_PHASE + 1] is not None for r in points)
     several = len(modes) > 1
     by = ["mode"] if several else []
 
@@ -281,6 +305,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "± std",
                     "predicted steps/s",
                     "error %",
+                    *(["phase measured / simulated"] if phased else []),
                     "CPU busy / stolen %",
                 ],
                 [
@@ -290,6 +315,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                         r[5],
                         r[6],
                         f"{r[7]:+.1f}",
+                        *([_phase_cell(r[_PHASE], r[_PHASE + 1])] if phased else []),
                         _busy_steal(r[11], r[12]),
                     )
                     for r in points
@@ -297,6 +323,19 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             ),
             "",
             *_protocol_notes(protocols),
+            *(
+                [
+                    "Phase measured / simulated (steady, N > 1): the median time from a "
+                    "worker's step end to the nearest step end of another, in steps: 0 = "
+                    "in phase (every worker pulling and pushing with the others), 1/N = "
+                    "evenly spread (two workers alternating: 0.5). The simulated one is the "
+                    "prediction's first run; the expected value averages runs from random "
+                    "start phases (docs/steady-state.md).",
+                    "",
+                ]
+                if phased
+                else []
+            ),
             *(
                 [
                     "Synchronous modes (sync_ps, allreduce): workers in lockstep have no phase "

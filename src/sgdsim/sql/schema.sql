@@ -178,6 +178,7 @@ CREATE TABLE measurements (
     confidence       DOUBLE,            -- steady: confidence level of the interval
     max_s            DOUBLE,            -- steady: bound on the window, s
     steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
+    phase_distance   DOUBLE,            -- steady, N > 1: median time from a step end to another worker's nearest, in steps (0 in phase, 1/N evenly spread)
     allreduces_per_step INTEGER,        -- allreduce: all-reduce ops in the traced step (1: every gradient in one pack, fusion single)
     runs             INTEGER,           -- sync_ps, allreduce: launches (fresh processes) averaged into steps_per_s
     run_steps_per_s  DOUBLE[]           -- sync_ps, allreduce: each launch's steps/s
@@ -232,7 +233,8 @@ CREATE TABLE testbed_predictions (
     window_s         DOUBLE,            -- steady: seconds of the scored window
     steps_per_s_windows DOUBLE[],       -- steady: steps/s of each batch
     steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
-    step_end_times   DOUBLE[][]         -- steady: per worker, every simulated step end, s since the window started
+    step_end_times   DOUBLE[][],        -- steady: per worker, every simulated step end, s since the window started
+    phase_distance   DOUBLE             -- steady, N > 1: as measurements.phase_distance, of the first simulated run
 );
 
 -- Price per node-hour of each hardware and network entry priced in the

@@ -45,7 +45,10 @@ SELECT
     p.steps_per_s_lo AS predicted_lo_steps_per_s,
     p.steps_per_s_hi AS predicted_hi_steps_per_s,
     -- inside the phase band (workers in lockstep … bottleneck bound); NULL: no band
-    m.steps_per_s BETWEEN p.steps_per_s_lo AND p.steps_per_s_hi AS inside_band
+    m.steps_per_s BETWEEN p.steps_per_s_lo AND p.steps_per_s_hi AS inside_band,
+    -- steady, N > 1: how far apart the workers stepped (0 in phase, 1/N evenly spread)
+    m.phase_distance AS measured_phase_distance,
+    p.phase_distance AS predicted_phase_distance
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
