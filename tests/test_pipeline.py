@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -204,6 +205,22 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
         assert all(cal["ring_step_s"][n] > cal["ring_alone_step_s"][n] for n in ring)
         for n, used, sync_path in alpha:
             assert sync_path and used == (cal["message_overhead_s"][str(n)] if n > 1 else 0.0)
+    # each async point's push join delay is its model's own race on its network
+    pushes = con.execute(
+        "SELECT DISTINCT model, hardware, network, push_join_delay_s FROM testbed_predictions "
+        "WHERE mode = 'async'"
+    ).fetchall()
+    assert pushes
+    for model, hardware, network, delay in pushes:
+        race_path = tiny_run / "results/validation/calibration" / network / hardware
+        race = json.loads((race_path / f"{model}.push.json").read_text())
+        wl = json.loads((tiny_run / "results/workloads" / hardware / f"{model}.json").read_text())
+        assert race["status"] == "ok" and race["push_race_tensors"] == len(wl["push_bytes"])
+        assert (
+            delay
+            == race["push_join_delay_s"]
+            == max(0.0, statistics.median(race["push_race_growth_s"]))
+        )
     # each allreduce point is predicted from one worker timed alone by its own
     # measure job, right before the run (the VM's speed moves over minutes)
     steps = con.execute(

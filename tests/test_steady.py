@@ -201,3 +201,24 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     assert phases[0] == (1, None, None)
     assert all(x is not None and 0.0 <= x <= 0.5 for x in phases[1][1:])
     assert phases[1][2] == pytest.approx(phase_distance(ends, again.window_s))
+
+
+def test_push_join_is_not_used_through_a_fifo_and_reaches_the_prediction(tmp_path):
+    import json
+
+    import yaml
+    from conftest import ROOT
+
+    from sgdsim.pipeline.validation import calibrate_push_join_stage
+
+    w = one_tensor_workload(0.1, 1e5, 0.0)
+    w.save(tmp_path / "w.json")
+    config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    net = dict(config["validation"]["networks"][0], queue="fifo", buffer_bytes=62_500)
+    config["validation"]["networks"] = [net]
+    out = tmp_path / "push.json"
+    calibrate_push_join_stage(config, str(tmp_path / "w.json"), str(out), net["name"])
+    got = json.loads(out.read_text())
+    # no race through a FIFO: the joiner's share there is not a late fair share
+    assert got["status"] == "not_used" and got["push_join_delay_s"] == 0.0
+    assert "fifo" in got["reason"] and "push_race_growth_s" not in got

@@ -466,6 +466,34 @@ def test_push_race_sends_each_workers_tensors_to_the_ps_and_measures_the_lag(tes
     assert child_processes() == []
 
 
+def test_model_push_race_pushes_the_models_own_step_nearly_in_phase(testbed_ok):
+    from sgdsim.testbed.calibrate import MODEL_PUSH_LAG_FRACTION, model_push_join_delay
+
+    before = ours()
+    pushes = [40_000.0] * 30 + [500_000.0] * 2  # 2.2 MB in 32 tensors: 0.18 s at the rate
+    r = model_push_join_delay(100e6, pushes, reps=4)
+    alone = sum(pushes) / (100e6 / 8 * tbf_payload_fraction(DEFAULT_MTU))
+    assert len(r.growth_s) == 4
+    assert r.offset_s == pytest.approx(MODEL_PUSH_LAG_FRACTION * alone)
+    assert r.bytes_each == pytest.approx(sum(pushes), abs=4 * 32)  # equal parts, whole floats
+    # the lead cannot grow by more than the pushes overlap
+    assert 0.0 <= r.delay_s < alone * (1 - MODEL_PUSH_LAG_FRACTION)
+    assert ours() == before
+    assert child_processes() == []
+
+
+def test_join_races_reject_a_bad_lag_or_no_push_before_starting_anything():
+    from sgdsim.testbed.calibrate import join_delay, model_push_join_delay
+
+    for lag in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="lag_fraction"):
+            join_delay("push", 100e6, lag_fraction=lag)
+    with pytest.raises(ValueError, match="at least one push"):
+        model_push_join_delay(100e6, [])
+    with pytest.raises(ValueError, match="at least one push"):
+        model_push_join_delay(100e6, [0.0, 0.0])
+
+
 def test_rate_counts_whole_steps_inside_the_window():
     from sgdsim.testbed.run import summarize
 

@@ -113,6 +113,17 @@ def validation_prediction_files():
     return _validation_files("predictions")
 
 
+def push_join_file(wildcards):
+    """The model's push join delay on the point's network (async points only: the
+    synchronous modes have no worker that joins another's push)."""
+    if wildcards.mode != "async":
+        return []
+    w = wildcards
+    return (
+        f"results/validation/calibration/{w.network}/{w.hardware}/{w.model}.push.json"
+    )
+
+
 def allreduce_step_file(wildcards):
     """The all-reduce path's own step time, timed by the point's measure job right
     before its run (allreduce points only)."""

@@ -35,6 +35,24 @@ rule calibrate_testbed:
         "../scripts/calibrate_testbed.py"
 
 
+rule calibrate_push_join:
+    """Per model and network: how late a push that joins another worker's gets its share (the model's own pushes, raced nearly in phase)."""
+    input:
+        workload=rules.normalize.output.workload,
+    output:
+        calibration="results/validation/calibration/{network}/{hardware}/{model}.push.json",
+    log:
+        "results/logs/calibrate_push_join/{hardware}/{model}/{network}.log",
+    conda:
+        "../../environment.yml"
+    threads: node_cores  # alone on the node: the race's timing is what it measures
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/calibrate_push_join.py"
+
+
 rule measure_allreduce:
     """Real ring all-reduce training of N workers, right after timing one worker alone."""
     input:
@@ -63,6 +81,7 @@ rule predict_testbed:
         workload=rules.normalize.output.workload,
         profile=rules.normalize.output.tables,
         calibration=rules.calibrate_testbed.output.calibration,
+        push_join=push_join_file,
         allreduce_step=allreduce_step_file,
     output:
         prediction="results/validation/predictions/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",

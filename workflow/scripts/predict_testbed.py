@@ -14,4 +14,5 @@ with stage_errors("predict_testbed"):
         dict(snakemake.wildcards),
         snakemake.input.calibration,
         snakemake.input.allreduce_step or None,
+        snakemake.input.push_join or None,
     )

@@ -410,11 +410,11 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     """Calibrate the testbed for one validation network (JSON).
 
     Writes ``{"status": "ok", "network_cpu_s_per_byte": …, "pull_join_delay_s":
-    …, "push_join_delay_s": …, "message_overhead_s": {"2": …, …}, …}`` from
-    :func:`sgdsim.testbed.calibrate.network_cpu_per_byte`,
-    :func:`sgdsim.testbed.calibrate.pull_join_delay` and
-    :func:`sgdsim.testbed.calibrate.push_join_delay` (with the validation
-    hardware's threads) and, for every N ≥ 2 of an ``allreduce`` point
+    …, "message_overhead_s": {"2": …, …}, …}`` from
+    :func:`sgdsim.testbed.calibrate.network_cpu_per_byte` and
+    :func:`sgdsim.testbed.calibrate.pull_join_delay` (with the validation
+    hardware's threads; the push join delay is each model's own,
+    :func:`calibrate_push_join_stage`) and, for every N ≥ 2 of an ``allreduce`` point
     measured on this network, :func:`sgdsim.testbed.calibrate.ring_step_overhead`
     at P = N with the validation hardware's threads (``message_overhead_s``
     maps N to its α less the latency; empty without such points), or
@@ -429,7 +429,6 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     from sgdsim.testbed.calibrate import (
         network_cpu_per_byte,
         pull_join_delay,
-        push_join_delay,
         ring_step_overhead,
     )
 
@@ -451,13 +450,12 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "reason": why,
             "network_cpu_s_per_byte": 0.0,
             "pull_join_delay_s": 0.0,
-            "push_join_delay_s": 0.0,
             "message_overhead_s": {},
         }
     else:
         from sgdsim.progress import progress
 
-        total = 3 + len(ring)
+        total = 2 + len(ring)
         # the NICs the measurements of this network get
         link = {
             "mtu": _validation_mtu(config, net),
@@ -470,8 +468,6 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             hw = entry(config, "hardware", config["validation"]["hardware"])
             threads = int(hw["inter_op_threads"])
             race = pull_join_delay(float(net["bandwidth_bps"]), threads=threads, **link)
-            done.update()
-            push_race = push_join_delay(float(net["bandwidth_bps"]), threads=threads, **link)
             done.update()
             spec = ProfileSpec(
                 model="probe",
@@ -494,9 +490,6 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "pull_join_delay_s": race.delay_s,
             "pull_race_growth_s": list(race.growth_s),
             "pull_race_bytes": race.bytes_each,
-            "push_join_delay_s": push_race.delay_s,
-            "push_race_growth_s": list(push_race.growth_s),
-            "push_race_bytes": push_race.bytes_each,
             "message_overhead_s": {str(p): st.overhead_s for p, st in steps.items()},
             "ring_step_s": {str(p): st.step_s for p, st in steps.items()},
             "ring_alone_step_s": {str(p): st.alone_s for p, st in steps.items()},
@@ -512,6 +505,72 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             f"[calibrate] {net['name']}: kernel CPU {r.testbed_s_per_byte * 1e9:.1f} ns/byte "
             f"through the testbed, {r.loopback_s_per_byte * 1e9:.1f} on loopback; the PS "
             f"serves a step that starts while it sends {race.delay_s * 1e3:.2f} ms late",
+            file=sys.stderr,
+        )
+    with atomic_path(out_path) as tmp:
+        Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
+
+
+def calibrate_push_join_stage(
+    config: dict[str, Any], workload_path: str, out_path: str, network_name: str
+) -> None:
+    """Calibrate one model's push join delay on one validation network (JSON).
+
+    Writes ``{"status": "ok", "push_join_delay_s": …, "push_race_growth_s":
+    […], "push_race_bytes": …, "push_race_tensors": …, "lag_fraction": …}``
+    from :func:`sgdsim.testbed.calibrate.model_push_join_delay`: two real
+    workers race the model's own pushes (the workload's ``push_bytes``),
+    nearly in phase, through the network's NICs, with the validation
+    hardware's threads. Through a ``fifo`` queue the status is ``not_used``
+    and the delay 0: a join delay is the late start of a fair share, and a
+    FIFO gives the joiner a share of its own (its races scatter over
+    hundreds of milliseconds either way, docs/steady-state.md); ``skipped``
+    with the reason where the testbed cannot run.
+
+    Raises:
+        CalibrationError: a race failed (nothing is written).
+    """
+    from sgdsim.simulation import Workload
+    from sgdsim.testbed import check_available
+
+    config = with_defaults(config)
+    net = _validation_network(config, network_name)
+    workload = Workload.load(workload_path)
+    row: dict[str, Any] = {"network": net["name"], "push_join_delay_s": 0.0}
+    queue = _validation_queue(config, net)
+    why = check_available()
+    if queue != "fair":
+        row |= {
+            "status": "not_used",
+            "reason": f"queue {queue}: the joiner's share is not a late fair share",
+        }
+    elif why is not None:
+        print(f"[calibrate] skipped: {why}", file=sys.stderr)
+        row |= {"status": "skipped", "reason": why}
+    else:
+        from sgdsim.testbed.calibrate import MODEL_PUSH_LAG_FRACTION, model_push_join_delay
+
+        hw = entry(config, "hardware", config["validation"]["hardware"])
+        race = model_push_join_delay(
+            float(net["bandwidth_bps"]),
+            list(workload.push_bytes),
+            mtu=_validation_mtu(config, net),
+            queue=queue,
+            buffer_bytes=_link(config, net, "buffer_bytes"),
+            threads=int(hw["inter_op_threads"]),
+        )
+        row |= {
+            "status": "ok",
+            "reason": "",
+            "push_join_delay_s": race.delay_s,
+            "push_race_growth_s": list(race.growth_s),
+            "push_race_bytes": race.bytes_each,
+            "push_race_tensors": len(workload.push_bytes),
+            "lag_fraction": MODEL_PUSH_LAG_FRACTION,
+        }
+        print(
+            f"[calibrate] {net['name']}: a push of this model's {len(workload.push_bytes)} "
+            f"tensors that joins another's gets its share {race.delay_s * 1e3:.2f} ms late",
             file=sys.stderr,
         )
     with atomic_path(out_path) as tmp:
@@ -640,6 +699,7 @@ def predict_testbed_stage(
     wildcards: dict[str, str],
     calibration_path: str | None = None,
     allreduce_step_path: str | None = None,
+    push_calibration_path: str | None = None,
 ) -> None:
     """Predict one validation point for the testbed's placement; one-row Parquet file.
 
@@ -663,6 +723,8 @@ def predict_testbed_stage(
     result, whose CPU per byte the prediction charges to the node (see
     :func:`~sgdsim.simulation.point.predict_point`) and whose ring message
     cost for this N becomes ``simulation.allreduce.message_overhead_s``.
+    ``push_calibration_path``: the model's :func:`calibrate_push_join_stage`
+    result on this network, its push join delay (0 without it).
 
     Raises:
         ConfigError: an ``allreduce`` point without ``allreduce_step_path``.
@@ -682,8 +744,9 @@ def predict_testbed_stage(
         cal = json.loads(Path(calibration_path).read_text())
         net_cpu = float(cal["network_cpu_s_per_byte"])
         join_delay = float(cal.get("pull_join_delay_s", 0.0))
-        push_delay = float(cal.get("push_join_delay_s", 0.0))
         overhead = _message_overhead(cal, workers)
+    if push_calibration_path is not None and network.name != LOOPBACK_FIT:
+        push_delay = float(json.loads(Path(push_calibration_path).read_text())["push_join_delay_s"])
     extra: dict[str, Any] = {}
     if mode == "allreduce":
         if allreduce_step_path is None:

@@ -216,7 +216,8 @@ def simulate_async(
             (0: none). On the testbed a worker whose gradients start while
             another's stream into the PS runs gets its share about 30 ms late
             (docs/steady-state.md), which keeps asynchronous workers taking
-            turns. Measured by :func:`sgdsim.testbed.calibrate.push_join_delay`.
+            turns. Measured per model by
+            :func:`sgdsim.testbed.calibrate.model_push_join_delay`.
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one

@@ -1,8 +1,9 @@
 """Calibrations of the testbed: CPU per byte of its network, and the join delays.
 
 :func:`pull_join_delay` races two real TensorFlow workers' pulls from one PS,
-:func:`push_join_delay` their pushes to it; their docstrings say how that
-measures each delay.
+:func:`push_join_delay` their pushes to it, and :func:`model_push_join_delay`
+the pushes of one model's step, nearly in phase (the pipeline's push join
+delay); their docstrings say how that measures each delay.
 
 :func:`network_cpu_per_byte`: a profile measures each process's CPU seconds per
 step on unshaped loopback. On the testbed the same bytes also cross a veth
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -239,6 +241,64 @@ def push_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinDelay:
     return join_delay("push", bandwidth_bps, **{"transfer_s": 0.25, **kwargs})
 
 
+#: Lag of the second worker in :func:`model_push_join_delay`, as a fraction of the push.
+MODEL_PUSH_LAG_FRACTION = 0.05
+
+
+def model_push_join_delay(
+    bandwidth_bps: float,
+    push_bytes: Sequence[float],
+    *,
+    reps: int = 10,
+    mtu: int = DEFAULT_MTU,
+    **kwargs: Any,
+) -> JoinDelay:
+    """The push join delay of one model: a race of two real workers each pushing
+    that model's step, nearly in phase.
+
+    Each worker sends ``len(push_bytes)`` float32 tensors of ``sum(push_bytes)``
+    bytes in all (equal parts) to the PS, the second starting
+    :data:`MODEL_PUSH_LAG_FRACTION` of the transfer after the first: near in
+    phase, where two workers that start together have to leave from. The lead
+    the joiner gives away grows with the number of tensors and is largest near
+    in phase (docs/steady-state.md, "How fast real pairs move apart": at 200
+    Mbit/s, 300 tensors 5 % apart +10 ms, 30 % apart −0.5 ms, 4 tensors −4.5
+    to +3 ms), so the race uses the model's own pushes rather than a fixed
+    four.
+
+    Args:
+        bandwidth_bps: the testbed NIC rate, bit/s.
+        push_bytes: (pushes,) bytes of each push of the model's step (the
+            workload's ``push_bytes``).
+        reps: races.
+        mtu: the testbed's MTU, bytes.
+        kwargs: ``queue``, ``buffer_bytes``, ``threads`` of :func:`join_delay`.
+
+    Raises:
+        ValueError: no push, or bytes not > 0; the errors of :func:`join_delay`.
+        TestbedUnavailable, CalibrationError: as :func:`join_delay`.
+    """
+    from sgdsim.simulation.bounds import tbf_payload_fraction
+
+    total = float(sum(push_bytes))
+    if not push_bytes or not total > 0:
+        raise ValueError(f"need at least one push of > 0 bytes, got {len(push_bytes)} pushes")
+    transfer_s = total / (bandwidth_bps / 8 * tbf_payload_fraction(mtu))
+    # each race: its gap (4 transfers + 0.1 s, see join_delay), plus process start-up
+    timeout_s = reps * (4 * transfer_s + 0.1) + 120.0
+    return join_delay(
+        "push",
+        bandwidth_bps,
+        reps=reps,
+        transfer_s=transfer_s,
+        mtu=mtu,
+        tensors=len(push_bytes),
+        lag_fraction=MODEL_PUSH_LAG_FRACTION,
+        timeout_s=timeout_s,
+        **kwargs,
+    )
+
+
 def join_delay(
     direction: str,
     bandwidth_bps: float,
@@ -250,6 +310,7 @@ def join_delay(
     timeout_s: float = 240.0,
     buffer_bytes: int | None = None,
     tensors: int = 4,
+    lag_fraction: float = 0.4,
 ) -> JoinDelay:
     """Race two real TensorFlow workers' pulls (``direction`` ``pull``) or pushes
     (``push``) on a two-worker testbed (:mod:`sgdsim.testbed.race`) and return the
@@ -264,12 +325,14 @@ def join_delay(
         threads: the TensorFlow processes' intra- and inter-op threads.
         timeout_s: the whole race's limit, seconds.
         tensors: float32 tensors per worker and race.
+        lag_fraction: the second worker starts this fraction of ``transfer_s``
+            after the first (0 < lag_fraction < 1).
 
     Raises:
         TestbedUnavailable: the testbed cannot run here.
         CalibrationError: a process failed or the race took over ``timeout_s``.
         ValueError: ``bandwidth_bps``, ``transfer_s``, ``reps`` or ``tensors`` not > 0,
-            or an unknown ``direction``.
+            ``lag_fraction`` outside (0, 1), or an unknown ``direction``.
     """
     if direction not in ("pull", "push"):
         raise ValueError(f"direction must be pull or push, got {direction!r}")
@@ -278,11 +341,13 @@ def join_delay(
             f"need bandwidth_bps > 0, transfer_s > 0, reps >= 1 and tensors >= 1, "
             f"got {bandwidth_bps}, {transfer_s}, {reps}, {tensors}"
         )
+    if not 0.0 < lag_fraction < 1.0:
+        raise ValueError(f"lag_fraction must be in (0, 1), got {lag_fraction}")
     from sgdsim.simulation.bounds import tbf_payload_fraction
 
     rate_Bps = bandwidth_bps / 8 * tbf_payload_fraction(mtu)
     floats = max(1, int(transfer_s * rate_Bps / 4 / tensors))
-    offset = 0.4 * transfer_s
+    offset = lag_fraction * transfer_s
     gap = 4 * transfer_s + 0.1
     env = child_env()
     with (
