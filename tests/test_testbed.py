@@ -483,6 +483,8 @@ def test_model_push_race_pushes_the_models_own_step_nearly_in_phase(testbed_ok):
 
 
 def test_join_races_reject_a_bad_lag_or_no_push_before_starting_anything():
+    import numpy as np
+
     from sgdsim.testbed.calibrate import join_delay, model_push_join_delay
 
     for lag in (0.0, 1.0, -0.1):
@@ -492,6 +494,10 @@ def test_join_races_reject_a_bad_lag_or_no_push_before_starting_anything():
         model_push_join_delay(100e6, [])
     with pytest.raises(ValueError, match="at least one push"):
         model_push_join_delay(100e6, [0.0, 0.0])
+    with pytest.raises(ValueError, match="at least one push"):
+        model_push_join_delay(100e6, np.zeros(0))  # a workload's array, empty
+    with pytest.raises(ValueError, match="bandwidth_bps"):
+        model_push_join_delay(0.0, np.full(3, 1e5))
 
 
 def test_rate_counts_whole_steps_inside_the_window():

@@ -275,14 +275,17 @@ def model_push_join_delay(
         kwargs: ``queue``, ``buffer_bytes``, ``threads`` of :func:`join_delay`.
 
     Raises:
-        ValueError: no push, or bytes not > 0; the errors of :func:`join_delay`.
+        ValueError: no push, bytes or ``bandwidth_bps`` not > 0; the errors of
+            :func:`join_delay`.
         TestbedUnavailable, CalibrationError: as :func:`join_delay`.
     """
     from sgdsim.simulation.bounds import tbf_payload_fraction
 
     total = float(sum(push_bytes))
-    if not push_bytes or not total > 0:
+    if len(push_bytes) == 0 or not total > 0:
         raise ValueError(f"need at least one push of > 0 bytes, got {len(push_bytes)} pushes")
+    if not bandwidth_bps > 0:
+        raise ValueError(f"bandwidth_bps must be > 0, got {bandwidth_bps}")
     transfer_s = total / (bandwidth_bps / 8 * tbf_payload_fraction(mtu))
     # each race: its gap (4 transfers + 0.1 s, see join_delay), plus process start-up
     timeout_s = reps * (4 * transfer_s + 0.1) + 120.0
