@@ -150,10 +150,11 @@ def measured_point(n: int, measured: float, predicted: float) -> tuple[dict, dic
     return m, p
 
 
-def measured_store(tmp_path: Path) -> Path:
-    """Two asynchronous points, errors +10 % and −10 % (shards without a mode column,
-    as stores written before measurements carried it)."""
-    pts = [measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)]
+def measured_store(tmp_path: Path, pts: list[tuple[dict, dict]] | None = None) -> Path:
+    """``pts`` (default: two asynchronous points, errors +10 % and −10 %) as a store
+    (shards without a mode column, as stores written before measurements carried it)."""
+    if pts is None:
+        pts = [measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)]
     files = []
     for i, (m, p) in enumerate(pts):
         for kind, row in (("m", m), ("p", p)):
@@ -341,13 +342,7 @@ def test_a_synchronous_measurement_keeps_each_launch(tmp_path):
 def test_accuracy_report_shows_the_phase_distance_of_steady_points(tmp_path):
     one, two = measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)
     two[0]["phase_distance"], two[1]["phase_distance"] = 0.04, 0.47
-    files = []
-    for i, (m, p) in enumerate((one, two)):
-        for kind, row in (("m", m), ("p", p)):
-            files.append(tmp_path / f"{kind}{i}.parquet")
-            pl.DataFrame([row]).write_parquet(files[-1])
-    db = tmp_path / "sgdsim.duckdb"
-    publish(db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2])
+    db = measured_store(tmp_path, [one, two])
     con = duckdb.connect(str(db), read_only=True)
     try:
         got = con.execute(

@@ -111,16 +111,20 @@ def saturation_n(workers: Sequence[int], steps_per_s: Sequence[float]) -> int | 
     return None
 
 
+def _has_column(con: Any, table: str, column: str) -> bool:
+    """Whether ``table`` (or view) of the store has ``column`` (older stores lack some)."""
+    (n,) = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = ? AND column_name = ?",
+        [table, column],
+    ).fetchone()
+    return bool(n)
+
+
 def _mode(con: Any, table: str) -> str:
     """SQL of a row's SGD mode in ``table``: its ``mode`` column, or ``'async'``
     where the column is missing or NULL (stores written before measurements
     carried the mode, when every measured point was asynchronous)."""
-    (n,) = con.execute(
-        "SELECT count(*) FROM information_schema.columns "
-        "WHERE table_name = ? AND column_name = 'mode'",
-        [table],
-    ).fetchone()
-    return "coalesce(mode, 'async')" if n else "'async'"
+    return "coalesce(mode, 'async')" if _has_column(con, table, "mode") else "'async'"
 
 
 def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
@@ -128,13 +132,9 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     predicted steps/s, error and absolute error %, hardware, loopback, CPU busy and
     stolen, the mode (:data:`_MODE`), then the measured and predicted phase distance
     (:data:`_PHASE`; NULL in stores written before it was recorded)."""
-    (has_phase,) = con.execute(
-        "SELECT count(*) FROM information_schema.columns "
-        "WHERE table_name = 'validation' AND column_name = 'measured_phase_distance'"
-    ).fetchone()
     phase = (
         "measured_phase_distance, predicted_phase_distance"
-        if has_phase
+        if _has_column(con, "validation", "measured_phase_distance")
         else "NULL::DOUBLE, NULL::DOUBLE"
     )
     return con.execute(

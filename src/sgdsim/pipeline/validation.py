@@ -538,7 +538,7 @@ def calibrate_push_join_stage(
     workload = Workload.load(workload_path)
     row: dict[str, Any] = {"network": net["name"], "push_join_delay_s": 0.0}
     queue = _validation_queue(config, net)
-    why = check_available()
+    why = None if queue != "fair" else check_available()
     if queue != "fair":
         row |= {
             "status": "not_used",

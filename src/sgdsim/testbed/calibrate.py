@@ -241,6 +241,13 @@ def push_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinDelay:
     return join_delay("push", bandwidth_bps, **{"transfer_s": 0.25, **kwargs})
 
 
+def race_gap_s(transfer_s: float) -> float:
+    """Seconds from one race's start to the next in :func:`join_delay`: both
+    transfers end within two transfers, and the connections then idle for longer
+    than TCP's retransmission timeout, so every race starts from an idle link."""
+    return 4 * transfer_s + 0.1
+
+
 #: Lag of the second worker in :func:`model_push_join_delay`, as a fraction of the push.
 MODEL_PUSH_LAG_FRACTION = 0.05
 
@@ -287,8 +294,7 @@ def model_push_join_delay(
     if not bandwidth_bps > 0:
         raise ValueError(f"bandwidth_bps must be > 0, got {bandwidth_bps}")
     transfer_s = total / (bandwidth_bps / 8 * tbf_payload_fraction(mtu))
-    # each race: its gap (4 transfers + 0.1 s, see join_delay), plus process start-up
-    timeout_s = reps * (4 * transfer_s + 0.1) + 120.0
+    timeout_s = reps * race_gap_s(transfer_s) + 120.0  # and the processes' start-up
     return join_delay(
         "push",
         bandwidth_bps,
@@ -351,7 +357,7 @@ def join_delay(
     rate_Bps = bandwidth_bps / 8 * tbf_payload_fraction(mtu)
     floats = max(1, int(transfer_s * rate_Bps / 4 / tensors))
     offset = lag_fraction * transfer_s
-    gap = 4 * transfer_s + 0.1
+    gap = race_gap_s(transfer_s)
     env = child_env()
     with (
         tempfile.TemporaryDirectory(prefix=f"sgdsim-{direction}-race-") as tmp,
