@@ -474,6 +474,8 @@ def test_model_push_race_pushes_the_models_own_step_nearly_in_phase(testbed_ok):
     r = model_push_join_delay(100e6, pushes, reps=4)
     alone = sum(pushes) / (100e6 / 8 * tbf_payload_fraction(DEFAULT_MTU))
     assert len(r.growth_s) == 4
+    # the lead given away on average, not the middle race's
+    assert r.delay_s == pytest.approx(max(0.0, sum(r.growth_s) / 4))
     assert r.offset_s == pytest.approx(MODEL_PUSH_LAG_FRACTION * alone)
     assert r.bytes_each == pytest.approx(sum(pushes), abs=4 * 32)  # equal parts, whole floats
     # the lead cannot grow by more than the pushes overlap
@@ -482,7 +484,7 @@ def test_model_push_race_pushes_the_models_own_step_nearly_in_phase(testbed_ok):
     assert child_processes() == []
 
 
-def test_join_races_reject_a_bad_lag_or_no_push_before_starting_anything():
+def test_join_races_reject_bad_arguments_before_starting_anything():
     import numpy as np
 
     from sgdsim.testbed.calibrate import join_delay, model_push_join_delay
@@ -490,6 +492,10 @@ def test_join_races_reject_a_bad_lag_or_no_push_before_starting_anything():
     for lag in (0.0, 1.0, -0.1):
         with pytest.raises(ValueError, match="lag_fraction"):
             join_delay("push", 100e6, lag_fraction=lag)
+    with pytest.raises(ValueError, match="statistic"):
+        join_delay("push", 100e6, statistic="mode")
+    with pytest.raises(ValueError, match="gap_s"):  # the next race would start inside this one
+        join_delay("push", 100e6, transfer_s=0.25, gap_s=0.4)
     with pytest.raises(ValueError, match="at least one push"):
         model_push_join_delay(100e6, [])
     with pytest.raises(ValueError, match="at least one push"):

@@ -517,12 +517,14 @@ def calibrate_push_join_stage(
     """Calibrate one model's push join delay on one validation network (JSON).
 
     Writes ``{"status": "ok", "push_join_delay_s": …, "push_race_growth_s":
-    […], "push_race_bytes": …, "push_race_tensors": …, "lag_fraction": …}``
+    […], "push_race_bytes": …, "push_race_tensors": …, "lag_fraction": …,
+    "push_race_statistic": "mean"}``
     from :func:`sgdsim.testbed.calibrate.model_push_join_delay`: two real
     workers race the model's own pushes (the workload's ``push_bytes``),
     nearly in phase, through the network's NICs, with the validation
-    hardware's threads. Through a ``fifo`` queue the status is ``not_used``
-    and the delay 0: a join delay is the late start of a fair share, and a
+    hardware's threads; the delay is the mean over the races (clipped at
+    0). Through a ``fifo`` queue the status is ``not_used`` and the delay 0:
+    a join delay is the late start of a fair share, and a
     FIFO gives the joiner a share of its own (its races scatter over
     hundreds of milliseconds either way, docs/steady-state.md); ``skipped``
     with the reason where the testbed cannot run.
@@ -567,6 +569,7 @@ def calibrate_push_join_stage(
             "push_race_bytes": race.bytes_each,
             "push_race_tensors": len(workload.push_bytes),
             "lag_fraction": MODEL_PUSH_LAG_FRACTION,
+            "push_race_statistic": "mean",
         }
         print(
             f"[calibrate] {net['name']}: a push of this model's {len(workload.push_bytes)} "

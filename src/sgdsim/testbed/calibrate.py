@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,7 +187,7 @@ class JoinDelay:
     """How late a worker's transfer that joins another's gets its share of the PS NIC.
 
     Attributes:
-        delay_s: the median lag growth, clipped at 0 (seconds): what
+        delay_s: the median (or mean, per race) lag growth, clipped at 0 (seconds): what
             :func:`sgdsim.simulation.simulate_async` takes as ``pull_join_delay_s``
             (a pull race) or ``push_join_delay_s`` (a push race).
         growth_s: (reps,) each race's lag growth: how much later the second
@@ -248,6 +248,23 @@ def race_gap_s(transfer_s: float) -> float:
     return 4 * transfer_s + 0.1
 
 
+def model_race_gap_s(transfer_s: float) -> float:
+    """Seconds from one race's start to the next in :func:`model_push_join_delay`:
+    both pushes end within two transfers, then the connections idle at least
+    one more transfer and 0.3 s, as a training step's push connection idles
+    while that step pulls (as many bytes as it pushes), and longer than TCP's
+    minimum retransmission timeout (200 ms in Linux), after which Linux restarts
+    an idle connection's congestion window (``tcp_slow_start_after_idle``,
+    RFC 2861): every race starts the way a step's pushes do."""
+    return 3 * transfer_s + 0.3
+
+
+#: How :func:`join_delay` sums up its races' growths.
+_STATISTICS: dict[str, Callable[[Sequence[float]], float]] = {
+    "median": statistics.median,
+    "mean": statistics.fmean,
+}
+
 #: Lag of the second worker in :func:`model_push_join_delay`, as a fraction of the push.
 MODEL_PUSH_LAG_FRACTION = 0.05
 
@@ -256,7 +273,7 @@ def model_push_join_delay(
     bandwidth_bps: float,
     push_bytes: Sequence[float],
     *,
-    reps: int = 10,
+    reps: int = 20,
     mtu: int = DEFAULT_MTU,
     **kwargs: Any,
 ) -> JoinDelay:
@@ -271,7 +288,10 @@ def model_push_join_delay(
     in phase (docs/steady-state.md, "How fast real pairs move apart": at 200
     Mbit/s, 300 tensors 5 % apart +10 ms, 30 % apart −0.5 ms, 4 tensors −4.5
     to +3 ms), so the race uses the model's own pushes rather than a fixed
-    four.
+    four. Single races scatter by tens of milliseconds either way (MobileNetV2
+    at 100 Mbit/s: −20 … +35 ms), and what moves a pair's phase is the lead
+    given away per join on average, so the delay is the mean over ``reps``
+    races (clipped at 0), each :func:`model_race_gap_s` after the last.
 
     Args:
         bandwidth_bps: the testbed NIC rate, bit/s.
@@ -294,7 +314,8 @@ def model_push_join_delay(
     if not bandwidth_bps > 0:
         raise ValueError(f"bandwidth_bps must be > 0, got {bandwidth_bps}")
     transfer_s = total / (bandwidth_bps / 8 * tbf_payload_fraction(mtu))
-    timeout_s = reps * race_gap_s(transfer_s) + 120.0  # and the processes' start-up
+    gap_s = model_race_gap_s(transfer_s)
+    timeout_s = reps * gap_s + 120.0  # and the processes' start-up
     return join_delay(
         "push",
         bandwidth_bps,
@@ -304,6 +325,8 @@ def model_push_join_delay(
         tensors=len(push_bytes),
         lag_fraction=MODEL_PUSH_LAG_FRACTION,
         timeout_s=timeout_s,
+        gap_s=gap_s,
+        statistic="mean",
         **kwargs,
     )
 
@@ -320,10 +343,12 @@ def join_delay(
     buffer_bytes: int | None = None,
     tensors: int = 4,
     lag_fraction: float = 0.4,
+    gap_s: float | None = None,
+    statistic: str = "median",
 ) -> JoinDelay:
     """Race two real TensorFlow workers' pulls (``direction`` ``pull``) or pushes
     (``push``) on a two-worker testbed (:mod:`sgdsim.testbed.race`) and return the
-    median growth of the first one's lead.
+    median (or mean) growth of the first one's lead, clipped at 0.
 
     Args:
         direction: ``pull`` or ``push``.
@@ -336,12 +361,16 @@ def join_delay(
         tensors: float32 tensors per worker and race.
         lag_fraction: the second worker starts this fraction of ``transfer_s``
             after the first (0 < lag_fraction < 1).
+        gap_s: seconds from one race's start to the next; None:
+            :func:`race_gap_s` of ``transfer_s``. At least two transfers.
+        statistic: ``median`` or ``mean`` of the races' growths.
 
     Raises:
         TestbedUnavailable: the testbed cannot run here.
         CalibrationError: a process failed or the race took over ``timeout_s``.
         ValueError: ``bandwidth_bps``, ``transfer_s``, ``reps`` or ``tensors`` not > 0,
-            ``lag_fraction`` outside (0, 1), or an unknown ``direction``.
+            ``lag_fraction`` outside (0, 1), ``gap_s`` under two transfers, or an
+            unknown ``direction`` or ``statistic``.
     """
     if direction not in ("pull", "push"):
         raise ValueError(f"direction must be pull or push, got {direction!r}")
@@ -352,12 +381,16 @@ def join_delay(
         )
     if not 0.0 < lag_fraction < 1.0:
         raise ValueError(f"lag_fraction must be in (0, 1), got {lag_fraction}")
+    if statistic not in _STATISTICS:
+        raise ValueError(f"statistic must be one of {', '.join(_STATISTICS)}, got {statistic!r}")
+    gap = race_gap_s(transfer_s) if gap_s is None else gap_s
+    if not gap >= 2 * transfer_s:
+        raise ValueError(f"gap_s must be >= two transfers ({2 * transfer_s:g} s), got {gap:g}")
     from sgdsim.simulation.bounds import tbf_payload_fraction
 
     rate_Bps = bandwidth_bps / 8 * tbf_payload_fraction(mtu)
     floats = max(1, int(transfer_s * rate_Bps / 4 / tensors))
     offset = lag_fraction * transfer_s
-    gap = race_gap_s(transfer_s)
     env = child_env()
     with (
         tempfile.TemporaryDirectory(prefix=f"sgdsim-{direction}-race-") as tmp,
@@ -395,7 +428,7 @@ def join_delay(
                 stop(p)
     growth = tuple((b1 - a1) - (b0 - a0) for (_, a0, a1), (_, b0, b1) in zip(a, b, strict=True))
     return JoinDelay(
-        delay_s=max(0.0, statistics.median(growth)),
+        delay_s=max(0.0, _STATISTICS[statistic](growth)),
         growth_s=growth,
         offset_s=offset,
         bytes_each=4 * floats * tensors,
