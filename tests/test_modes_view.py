@@ -361,3 +361,30 @@ def test_accuracy_report_shows_the_phase_distance_of_steady_points(tmp_path):
     (tmp_path / "old").mkdir()
     accuracy_report(measured_store(tmp_path / "old"), out)
     assert "phase measured" not in out.read_text()
+
+
+def test_accuracy_report_counts_the_points_within_the_predictions_spread_over_starts(tmp_path):
+    # N = 2: 18 ± 1.5 against 20 (within 2 sd); N = 3: 20 ± 2 against 30 (not); N = 1: one run
+    one, two, three = (
+        measured_point(n, m, p) for n, m, p in ((1, 10.0, 11.0), (2, 20.0, 18.0), (3, 30.0, 20.0))
+    )
+    two[1]["steps_per_s_std"], three[1]["steps_per_s_std"] = 1.5, 2.0
+    db = measured_store(tmp_path, [one, two, three])
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute(
+            "SELECT workers, predicted_steps_per_s_std FROM validation ORDER BY workers"
+        ).fetchall()
+    assert got == [(1, 0.0), (2, 1.5), (3, 2.0)]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert (
+        "spread over start phases (one launch of the job, docs/steady-state.md): 1 of the 2 "
+        in text
+    )
+    assert "| ± over starts |" in text
+    assert "| 18.000 | ± 1.500 | -10.0 |" in text and "| 11.000 | — | +10.0 |" in text
+    # every prediction one run: no column, no count
+    (tmp_path / "one").mkdir()
+    accuracy_report(measured_store(tmp_path / "one"), out)
+    assert "over starts" not in out.read_text()

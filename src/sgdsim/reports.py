@@ -131,18 +131,24 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     """Every measured point: model, network, policy, N, measured steps/s and std,
     predicted steps/s, error and absolute error %, hardware, loopback, CPU busy and
     stolen, the mode (:data:`_MODE`), then the measured and predicted phase distance
-    (:data:`_PHASE`; NULL in stores written before it was recorded)."""
+    (:data:`_PHASE`) and the prediction's spread over start phases (:data:`_SPREAD`),
+    each NULL in stores written before it was recorded."""
     phase = (
         "measured_phase_distance, predicted_phase_distance"
         if _has_column(con, "validation", "measured_phase_distance")
         else "NULL::DOUBLE, NULL::DOUBLE"
+    )
+    spread = (
+        "predicted_steps_per_s_std"
+        if _has_column(con, "validation", "predicted_steps_per_s_std")
+        else "NULL::DOUBLE"
     )
     return con.execute(
         f"""
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
                hardware, loopback, cpu_busy, cpu_steal, {_mode(con, "validation")} AS mode,
-               {phase}
+               {phase}, {spread}
         FROM validation ORDER BY mode, model, bandwidth_bps, network, policy, workers
         """
     ).fetchall()
@@ -153,6 +159,33 @@ _MODE = 13
 #: Index of the measured phase distance in a row of :func:`_validation_rows`
 #: (the predicted one follows).
 _PHASE = 14
+#: Index of the prediction's standard deviation over start phases in a row of
+#: :func:`_validation_rows`.
+_SPREAD = 16
+
+#: Standard deviations of the prediction's spread over start phases within
+#: which a measurement counts as one launch the prediction expects.
+SPREAD_SDS = 2.0
+
+
+def _spread_cell(sd: float | None) -> str:
+    """``± sd`` of the prediction over start phases, — for one run or none recorded."""
+    return "—" if not sd else f"± {sd:.3f}"
+
+
+def _launch_line(points: Sequence[Sequence[Any]]) -> list[str]:
+    """How many measurements lie within :data:`SPREAD_SDS` standard deviations of
+    the prediction's spread over start phases (the points that have one)."""
+    spread = [r for r in points if r[_SPREAD]]
+    if not spread:
+        return []
+    inside = sum(abs(r[6] - r[4]) <= SPREAD_SDS * r[_SPREAD] for r in spread)
+    return [
+        f"Within {SPREAD_SDS:g} standard deviations of the prediction's spread over start "
+        f"phases (one launch of the job, docs/steady-state.md): {inside} of the "
+        f"{len(spread)} points that have one.",
+        "",
+    ]
 
 
 def _phase_cell(measured: float | None, predicted: float | None) -> str:
@@ -208,6 +241,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         con.close()
     modes = {r[_MODE] for r in points} | {r[0] for r in skipped}
     phased = any(r[_PHASE] is not None or r[_PHASE + 1] is not None for r in points)
+    spread = any(r[_SPREAD] for r in points)
     several = len(modes) > 1
     by = ["mode"] if several else []
 
@@ -246,6 +280,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                 f"{band[1]} of the {band[0]} points that have one.",
                 "",
             ]
+        text += _launch_line(points)
         if several:
             text += [
                 f"- {m}: {k} point{'' if k == 1 else 's'}, MAPE {a:.1f} %, max error {x:.1f} %"
@@ -304,6 +339,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "measured steps/s",
                     "± std",
                     "predicted steps/s",
+                    *(["± over starts"] if spread else []),
                     "error %",
                     *(["phase measured / simulated"] if phased else []),
                     "CPU busy / stolen %",
@@ -314,6 +350,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                         r[4],
                         r[5],
                         r[6],
+                        *([_spread_cell(r[_SPREAD])] if spread else []),
                         f"{r[7]:+.1f}",
                         *([_phase_cell(r[_PHASE], r[_PHASE + 1])] if phased else []),
                         _busy_steal(r[11], r[12]),
@@ -334,6 +371,18 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "",
                 ]
                 if phased
+                else []
+            ),
+            *(
+                [
+                    "± over starts: the standard deviation of the prediction's runs, each "
+                    "from its own random start phases. Asynchronous workers keep much of the "
+                    "phase their first steps give them, so one launch of a job is one draw: "
+                    "three launches of the same point measured 0.69, 0.85 and 0.87 steps/s "
+                    "(docs/steady-state.md).",
+                    "",
+                ]
+                if spread
                 else []
             ),
             *(

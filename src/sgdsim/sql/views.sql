@@ -48,7 +48,10 @@ SELECT
     m.steps_per_s BETWEEN p.steps_per_s_lo AND p.steps_per_s_hi AS inside_band,
     -- steady, N > 1: how far apart the workers stepped (0 in phase, 1/N evenly spread)
     m.phase_distance AS measured_phase_distance,
-    p.phase_distance AS predicted_phase_distance
+    p.phase_distance AS predicted_phase_distance,
+    -- spread of the prediction over its runs' start phases (0: one run): how
+    -- much one launch of the job may differ from the expected value
+    p.steps_per_s_std AS predicted_steps_per_s_std
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
