@@ -853,6 +853,31 @@ def test_a_backward_pass_that_starts_while_the_ps_receives_waits_the_push_join_d
         simulate_async(w, net, 2, 1, 0, push_join_delay_s=-1.0)
 
 
+def test_the_push_join_delay_holds_the_gradients_not_a_forward_pass_statistic():
+    # pull 1 byte; segment 0 (1 ms) sends a 10 kB statistic (no pulled variable, as a
+    # batch-norm moving average), segment 1 (30 ms) a 1 MB gradient; 10 MB/s
+    w = workload([0.001, 0.03], [1.0], [0], [1e4, 1e6], [0, 1], [0.0, 0.0])
+    w = dataclasses.replace(w, push_param=np.array([-1, 0]))
+    net = Network(1e7, 0.0)
+
+    def first_step_ends(delay: float) -> list[float]:
+        log: list[list[float]] = []
+        simulate_async(
+            w, net, 2, 1, 0, start_offsets_s=[0.0, 0.04], step_log=log, push_join_delay_s=delay
+        )
+        return [e[0] for e in log]
+
+    # worker 0's gradient runs alone from 0.031 s; worker 1's statistic goes at 0.041
+    # without waiting (2 ms at half the rate), its gradient at 0.071 waits 10 ms: worker 0
+    # has sent 0.49 MB by 0.081, ends 0.51 MB / 5 MB/s later (0.183 s); worker 1 then
+    # has 0.49 MB left alone (0.232 s)
+    a, b = first_step_ends(0.01)
+    assert (a, b) == pytest.approx((0.183, 0.232), abs=1e-6)
+    # without the delay worker 1's gradient joins at 0.071: worker 0 ends 0.193 s
+    a, b = first_step_ends(0.0)
+    assert (a, b) == pytest.approx((0.193, 0.232), abs=1e-6)
+
+
 @pytest.mark.parametrize("policy", ["tf_default", "tictac"])
 @pytest.mark.parametrize("bw", [144993440.0, 289986880.0])
 def test_zero_byte_push_after_an_idle_link_waits_for_its_update(policy, bw):

@@ -211,9 +211,10 @@ def simulate_async(
             start with. Measured on the testbed by
             :func:`sgdsim.testbed.calibrate.pull_join_delay`.
         push_join_delay_s: seconds the first push of a step's backward pass
-            (its first push once every pull of the step has arrived) waits
-            when the PS NIC is receiving from another worker at that moment
-            (0: none). On the testbed a worker whose gradients start while
+            (its first gradient once every pull of the step has arrived; the
+            forward pass's pushes of batch-normalization statistics neither
+            wait nor count) waits when the PS NIC is receiving from another
+            worker at that moment (0: none). On the testbed a worker whose gradients start while
             another's stream into the PS runs gets its share about 30 ms late
             (docs/steady-state.md), which keeps asynchronous workers taking
             turns. Measured per model by

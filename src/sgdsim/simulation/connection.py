@@ -64,9 +64,13 @@ class Connection:
     - the join delays, each calibrated on the testbed
       (:mod:`sgdsim.testbed.calibrate`): a step's first pull waits
       ``pull_join_delay_s`` if the PS NIC is sending to another worker at that
-      moment, and the first push of a step's backward pass (the step's first
-      push once all its pulls have arrived) waits ``push_join_delay_s`` if the
-      PS NIC is receiving from another worker.
+      moment, and the first push of a step's backward pass (its first
+      gradient once all its pulls have arrived) waits ``push_join_delay_s`` if
+      the PS NIC is receiving from another worker. The race that measures it
+      sends a stream of gradients (:func:`~sgdsim.testbed.calibrate.model_push_join_delay`);
+      the kilobyte-sized pushes of state no step pulls (a batch-normalization
+      layer's moving statistics, sent during the forward pass) fit TCP's
+      initial window, and neither wait nor open the backward pass.
 
     The arrival differs by direction: :class:`PullConnection` (DOWN) and
     :class:`PushConnection` (UP) implement :meth:`on_arrival`.
@@ -114,8 +118,8 @@ class Connection:
             return 0.0
         if self.direction == UP:
             w = m.workers[unit[1]]
-            if w.step != unit[2] or w.cur.left:  # still in the forward pass
-                return 0.0
+            if w.step != unit[2] or w.cur.left or not m.plan.gradient_push[unit[3][0][0]]:
+                return 0.0  # still in the forward pass
         self.joined_step = unit[2]
         return d if self.ps.on_wire[self.direction] else 0.0
 

@@ -88,6 +88,10 @@ class StepPlan:
         release_runs: P3: the same as runs ``(shard, priority, [(bytes, items)])``, None
             where a push unit releases nothing.
         n_gating: pushes that hold the step's end.
+        gradient_push: (Q,) the push updates a pulled parameter (a gradient), where
+            the others update state no step pulls (a batch-normalization layer's
+            moving statistics, sent during the forward pass; the global step). All
+            True where the workload maps no push to a pull.
         base_pending: (S + 1,) pulls gated on each segment; ``base_pieces``: (P,) units per pull.
         stage_budget: (S + 1,) Prophet's block budget after each push slot, bytes.
         n_seg, n_pull: S and P.
@@ -118,6 +122,7 @@ class StepPlan:
     release: list[list[list[int]]]
     release_runs: list[list[Run | None]]
     n_gating: int
+    gradient_push: list[bool]
     base_pending: list[int]
     base_pieces: list[int]
     stage_budget: list[float]
@@ -202,6 +207,8 @@ class StepPlan:
                 for p, rel in zip(push_param, release, strict=True)
             ],
             n_gating=sum(1 for m in matched_push if not m),
+            # a workload that maps no push to a pull: every push counts as a gradient
+            gradient_push=[p >= 0 or max(push_param, default=-1) < 0 for p in push_param],
             base_pending=base_pending,
             base_pieces=[len(x) for x in pull_pieces],
             stage_budget=_stage_budget(seg_dur, pushes_after, network.bandwidth_Bps),
