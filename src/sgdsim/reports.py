@@ -377,9 +377,8 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                 [
                     "± over starts: the standard deviation of the prediction's runs, each "
                     "from its own random start phases. Asynchronous workers keep much of the "
-                    "phase their first steps give them, so one launch of a job is one draw: "
-                    "three launches of the same point measured 0.69, 0.85 and 0.87 steps/s "
-                    "(docs/steady-state.md).",
+                    "phase their first steps give them, so one launch of a job is one draw "
+                    "of the regime those steps pick (docs/steady-state.md).",
                     "",
                 ]
                 if spread

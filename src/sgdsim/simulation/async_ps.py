@@ -214,10 +214,10 @@ def simulate_async(
             (its first gradient once every pull of the step has arrived; the
             forward pass's pushes of batch-normalization statistics neither
             wait nor count) waits when the PS NIC is receiving from another
-            worker at that moment (0: none). On the testbed a worker whose gradients start while
-            another's stream into the PS runs gets its share about 30 ms late
-            (docs/steady-state.md), which keeps asynchronous workers taking
-            turns. Measured per model by
+            worker at that moment (0: none). On the testbed a worker whose
+            gradients start while another's stream into the PS runs gets its
+            share about 30 ms late (docs/steady-state.md), which keeps
+            asynchronous workers taking turns. Measured per model by
             :func:`sgdsim.testbed.calibrate.model_push_join_delay`.
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
