@@ -401,8 +401,8 @@ def test_profile_allreduce_pools_fresh_runs_of_one_worker_of_the_sync_path(tmp_p
     at = 0
     for n, run_s in zip(step["run_gaps"], runs, strict=True):
         run_gaps, at = gaps[at : at + n], at + n
-        # the last step may start just before min_timed_s is reached
-        assert n >= per_run and sum(run_gaps) + max(run_gaps) >= 0.5
+        # timed until the gaps between its step ends add up to min_timed_s
+        assert n >= per_run and sum(run_gaps) >= 0.5 - 1e-9
         assert run_s == pytest.approx(statistics.fmean(run_gaps), rel=1e-9)
     assert min(step["run_step_s"]) <= step["step_s"] <= max(step["run_step_s"])
     assert 0 < step["step_s"] < 5 and step["cpu_s"] > 0

@@ -103,9 +103,10 @@ def run_worker(
     """Train ``warmup_steps + steps`` synchronous steps as worker ``task`` of
     ``workers`` (``host:port`` each) and write the step end times to ``out``.
 
-    ``min_seconds``: keep timing steps past ``steps`` until the timed steps
-    span at least this long (seconds since the warm-up ended); for a worker
-    alone only, as peers of a collective must run the same steps.
+    ``min_seconds``: keep timing steps past ``steps`` until the gaps between
+    the timed step ends (the step times a caller takes from them) add up to at
+    least this long; for a worker alone only, as peers of a collective must
+    run the same steps.
 
     ``progress``: file to which every step end (epoch s) is appended as it
     happens. ``stop``: the timed steps end after the worker's S-th step
@@ -163,8 +164,7 @@ def run_worker(
     collectives = collective_ops(train_step.get_concrete_function().graph)
     ends: list[float] = []
     cpu0 = _cpu_s()
-    t0 = time.time()
-    while (len(ends) < steps or time.time() - t0 < min_seconds) and not stop_reached(
+    while (len(ends) < steps or not ends or ends[-1] - ends[0] < min_seconds) and not stop_reached(
         stop, warmup_steps + len(ends)
     ):
         ends.append(step())
