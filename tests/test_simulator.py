@@ -39,6 +39,13 @@ def workload(seg, pulls, gates, pushes, push_seg, updates, pull_start=0.0, overh
     )
 
 
+def first_step_ends(w: Workload, net: Network, offset: float, **kw) -> list[float]:
+    """The first step end of each of two workers, worker 1 starting ``offset`` s later."""
+    log: list[list[float]] = []
+    simulate_async(w, net, 2, 1, 0, start_offsets_s=[0.0, offset], step_log=log, **kw)
+    return [e[0] for e in log]
+
+
 def test_single_worker_step_by_hand():
     # pull 1 MB, compute 0.1 s, push 2 MB, update 5 ms; 10 MB/s, 1 ms latency;
     # pulls start 20 ms into the step, 30 ms overhead between steps.
@@ -426,11 +433,7 @@ def test_ps_discipline_fair_vs_fifo_by_hand():
     net = Network(1e7, 0.0)
 
     def ends(discipline: str) -> list[float]:
-        log: list[list[float]] = []
-        simulate_async(
-            w, net, 2, 1, 0, start_offsets_s=[0, 0.05], step_log=log, ps_discipline=discipline
-        )
-        return [e[0] for e in log]
+        return first_step_ends(w, net, 0.05, ps_discipline=discipline)
 
     # fair: worker 0 alone for 0.05 s (0.5 MB), then both at 5 MB/s: worker 0 done
     # at 0.15 s; worker 1 has 0.5 MB by then and finishes alone at 0.20 s
@@ -804,24 +807,20 @@ def test_a_step_that_starts_on_a_busy_ps_waits_the_join_delay_by_hand():
     w = workload([0.001], [1e6], [0], [1.0], [0], [0.0])
     net = Network(1e7, 0.0)
 
-    def first_step_ends(offset: float, delay: float) -> list[float]:
-        log: list[list[float]] = []
-        simulate_async(
-            w, net, 2, 1, 0, start_offsets_s=[0.0, offset], step_log=log, pull_join_delay_s=delay
-        )
-        return [e[0] for e in log]
+    def ends(offset: float, delay: float) -> list[float]:
+        return first_step_ends(w, net, offset, pull_join_delay_s=delay)
 
     # worker 1 starts 40 ms late, while the PS sends to worker 0; it waits 10 ms
     # more, so worker 0 is alone 50 ms (0.5 MB), then both share: worker 0's
     # pull ends at 0.05 + 0.5 MB / 5 MB/s = 0.15 s, worker 1's 0.05 s later
-    a, b = first_step_ends(0.04, 0.01)
+    a, b = ends(0.04, 0.01)
     assert a == pytest.approx(0.15 + 0.001, abs=1e-6)
     assert b - a == pytest.approx(0.05, abs=1e-6)
     # without the delay processor sharing keeps the 40 ms they started apart
-    a, b = first_step_ends(0.04, 0.0)
+    a, b = ends(0.04, 0.0)
     assert b - a == pytest.approx(0.04, abs=1e-6)
     # a step that starts on an idle PS does not wait
-    a, b = first_step_ends(0.2, 0.01)
+    a, b = ends(0.2, 0.01)
     assert (a, b) == pytest.approx((0.101, 0.301), abs=1e-6)
     with pytest.raises(ValueError, match="pull_join_delay_s"):
         simulate_async(w, net, 2, 1, 0, pull_join_delay_s=-1.0)
@@ -833,21 +832,17 @@ def test_a_backward_pass_that_starts_while_the_ps_receives_waits_the_push_join_d
     w = workload([0.001], [1.0], [0], [1.0, 1e6], [-1, 0], [0.0, 0.0])
     net = Network(1e7, 0.0)
 
-    def first_step_ends(offset: float, delay: float) -> list[float]:
-        log: list[list[float]] = []
-        simulate_async(
-            w, net, 2, 1, 0, start_offsets_s=[0.0, offset], step_log=log, push_join_delay_s=delay
-        )
-        return [e[0] for e in log]
+    def ends(offset: float, delay: float) -> list[float]:
+        return first_step_ends(w, net, offset, push_join_delay_s=delay)
 
     # worker 1's push is due at 0.041 s while worker 0's runs; it waits 10 ms, so
     # worker 0 is alone 0.05 s (0.5 MB), ends 0.1 s later sharing; worker 1 0.05 s after
-    a, b = first_step_ends(0.04, 0.01)
+    a, b = ends(0.04, 0.01)
     assert a == pytest.approx(0.151, abs=1e-6)
     assert b - a == pytest.approx(0.05, abs=1e-6)
-    a, b = first_step_ends(0.04, 0.0)  # processor sharing keeps the 40 ms
+    a, b = ends(0.04, 0.0)  # processor sharing keeps the 40 ms
     assert b - a == pytest.approx(0.04, abs=1e-6)
-    a, b = first_step_ends(0.2, 0.01)  # nobody pushing: no wait
+    a, b = ends(0.2, 0.01)  # nobody pushing: no wait
     assert (a, b) == pytest.approx((0.101, 0.301), abs=1e-6)
     with pytest.raises(ValueError, match="push_join_delay_s"):
         simulate_async(w, net, 2, 1, 0, push_join_delay_s=-1.0)
@@ -860,21 +855,17 @@ def test_the_push_join_delay_holds_the_gradients_not_a_forward_pass_statistic():
     w = dataclasses.replace(w, push_param=np.array([-1, 0]))
     net = Network(1e7, 0.0)
 
-    def first_step_ends(delay: float) -> list[float]:
-        log: list[list[float]] = []
-        simulate_async(
-            w, net, 2, 1, 0, start_offsets_s=[0.0, 0.04], step_log=log, push_join_delay_s=delay
-        )
-        return [e[0] for e in log]
+    def ends(delay: float) -> list[float]:
+        return first_step_ends(w, net, 0.04, push_join_delay_s=delay)
 
     # worker 0's gradient runs alone from 0.031 s; worker 1's statistic goes at 0.041
     # without waiting (2 ms at half the rate), its gradient at 0.071 waits 10 ms: worker 0
     # has sent 0.49 MB by 0.081, ends 0.51 MB / 5 MB/s later (0.183 s); worker 1 then
     # has 0.49 MB left alone (0.232 s)
-    a, b = first_step_ends(0.01)
+    a, b = ends(0.01)
     assert (a, b) == pytest.approx((0.183, 0.232), abs=1e-6)
     # without the delay worker 1's gradient joins at 0.071: worker 0 ends 0.193 s
-    a, b = first_step_ends(0.0)
+    a, b = ends(0.0)
     assert (a, b) == pytest.approx((0.193, 0.232), abs=1e-6)
 
 
