@@ -378,13 +378,32 @@ def test_accuracy_report_counts_the_points_within_the_predictions_spread_over_st
     out = tmp_path / "accuracy.md"
     accuracy_report(db, out)
     text = out.read_text()
-    assert (
-        "spread over start phases (one launch of the job, docs/steady-state.md): 1 of the 2 "
-        in text
-    )
-    assert "| ± over starts |" in text
+    assert "docs/steady-state.md): 1 of the 2 points that have one." in text
+    assert "| ± over starts |" in text and "| launches: lowest–highest |" not in text
     assert "| 18.000 | ± 1.500 | -10.0 |" in text and "| 11.000 | — | +10.0 |" in text
     # every prediction one run: no column, no count
     (tmp_path / "one").mkdir()
     accuracy_report(measured_store(tmp_path / "one"), out)
     assert "over starts" not in out.read_text()
+
+
+def test_accuracy_report_scores_the_mean_of_several_launches_against_the_spread_over_root_k(
+    tmp_path,
+):
+    # N = 2 launched 4 times, mean 20 from 16 … 24; predicted 18 ± 1.5 over starts: one
+    # launch 2 away would be within 2 sd (3), the mean of 4 is not (2 × 1.5 / √4 = 1.5)
+    m, p = measured_point(2, 20.0, 18.0)
+    m |= {"runs": 4, "run_steps_per_s": [16.0, 18.0, 22.0, 24.0]}
+    p["steps_per_s_std"] = 1.5
+    db = measured_store(tmp_path, [(m, p), measured_point(1, 10.0, 11.0)])
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute(
+            "SELECT workers, measured_run_steps_per_s FROM validation ORDER BY workers"
+        ).fetchall()
+    assert got == [(1, None), (2, [16.0, 18.0, 22.0, 24.0])]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "docs/steady-state.md): 0 of the 1 points that have one." in text
+    assert "| launches: lowest–highest |" in text and "| 4: 16–24 | 18.000 |" in text
+    assert "the mean of its k launches" in text

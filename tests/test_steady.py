@@ -150,6 +150,11 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
         "buffer_bytes": 40_000,
         "steady": {"settle_s": 1, "min_steps": 20, "max_s": 15, "batches": 10},
     }
+    # the two-worker point launched twice (fresh processes), scored by their mean
+    config["validation"]["points"] = [
+        {"model": "LeNet5", "workers": [1], "policies": ["tf_default"]},
+        {"model": "LeNet5", "workers": [2], "policies": ["tf_default"], "runs": 2},
+    ]
     point = {"hardware": "cpu", "model": "LeNet5", "network": "100Mbps", "policy": "tf_default"}
     for n in (1, 2):
         wc = point | {"workers": str(n)}
@@ -167,14 +172,22 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     rows = con.execute(
         "SELECT workers, protocol, queue, buffer_bytes, mtu, converged, steps_per_s, "
         "rel_half_width, len(steps_per_s_windows), len(step_end_times), steps_in_window, "
-        "window_s FROM measurements ORDER BY workers"
+        "window_s, runs, run_steps_per_s FROM measurements ORDER BY workers"
     ).fetchall()
-    for n, (w, proto, queue, buf, mtu, conv, rate, rel, b, workers, steps, window) in zip(
-        (1, 2), rows, strict=True
-    ):
-        assert (w, proto, queue, buf, mtu, b, workers) == (n, "steady", "fifo", 40_000, 1500, 10, n)
+    for n, row in zip((1, 2), rows, strict=True):
+        w, proto, queue, buf, mtu, conv, rate, rel, b, workers, steps, window, runs, rates = row
+        # every launch's batches are kept: 10 per launch
+        assert (w, proto, queue, buf, mtu, b, workers) == (
+            n, "steady", "fifo", 40_000, 1500, 10 * n, n
+        )  # fmt: skip
         assert rate > 0 and window <= 15 + 1e-6 and len(steps) == n
-        assert conv == (min(steps) >= 20 and rel <= 0.03)
+        assert conv == (min(steps) >= 20 and rel <= 0.03)  # the first launch's estimate
+        assert runs == n and len(rates) == n and rate == pytest.approx(sum(rates) / n)
+    # the view carries each launch's rate; its measured rate is their mean
+    launched = con.execute(
+        "SELECT measured_run_steps_per_s, measured_steps_per_s FROM validation WHERE workers = 2"
+    ).fetchone()
+    assert launched[0] == rows[1][13] and launched[1] == pytest.approx(sum(launched[0]) / 2)
     pred = con.execute(
         "SELECT workers, protocol, converged, steps_per_s, len(step_end_times), window_s "
         "FROM testbed_predictions ORDER BY workers"

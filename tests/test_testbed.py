@@ -560,7 +560,7 @@ def test_validation_points_expand_networks_policies_and_n():
             "networks": [{"name": "a", "bandwidth_bps": 1e8}, {"name": "b", "bandwidth_bps": 2e8}],
             "points": [
                 {"model": "M", "workers": [1, 2], "policies": ["tf_default", "tictac"]},
-                {"model": "L", "workers": [3], "networks": ["b"], "duration_s": 5},
+                {"model": "L", "workers": [3], "networks": ["b"], "duration_s": 5, "runs": 3},
                 {"model": "M", "workers": [1], "networks": ["a"]},  # duplicate of the first
             ],
         }
@@ -571,6 +571,11 @@ def test_validation_points_expand_networks_policies_and_n():
         (p["model"], p["network"], p["policy"], p["workers"]) for p in pts if p["model"] == "L"
     } == {("L", "b", "tf_default", 3)}
     assert {p["duration_s"] for p in pts} == {20, 5}
+    # an asynchronous entry's launches too (each launch one draw of the workers' phases)
+    assert {(p["model"], p["mode"], p["runs"]) for p in pts} == {
+        ("M", "async", 1),
+        ("L", "async", 3),
+    }
 
 
 def test_an_entry_may_measure_its_points_in_steady_state():

@@ -202,7 +202,7 @@ def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every measured point of ``config['validation']``, one dict each.
 
     Keys: hardware, model, network, mode, policy, workers, duration_s, runs
-    (launches of a synchronous point; 1 for ``async``), protocol (the
+    (independent launches of the point, averaged), protocol (the
     entry's, else ``validation.protocol``, else ``episodes``). An
     ``allreduce`` point's policy is its fusion rule, :data:`TESTBED_FUSION`
     (the point's ``policies`` order PS pulls; they apply to ``async`` and
@@ -230,7 +230,7 @@ def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
                                 "policy": policy,
                                 "workers": n,
                                 "duration_s": pt.get("duration_s", val.get("duration_s", 20)),
-                                "runs": pt.get("runs", 1) if mode != "async" else 1,
+                                "runs": pt.get("runs", 1),
                                 "protocol": pt.get("protocol", val.get("protocol", "episodes")),
                             },
                         )

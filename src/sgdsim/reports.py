@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -131,8 +132,9 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     """Every measured point: model, network, policy, N, measured steps/s and std,
     predicted steps/s, error and absolute error %, hardware, loopback, CPU busy and
     stolen, the mode (:data:`_MODE`), then the measured and predicted phase distance
-    (:data:`_PHASE`) and the prediction's spread over start phases (:data:`_SPREAD`),
-    each NULL in stores written before it was recorded."""
+    (:data:`_PHASE`), the prediction's spread over start phases (:data:`_SPREAD`)
+    and each launch's measured steps/s (:data:`_LAUNCHES`), each NULL in stores
+    written before it was recorded."""
     phase = (
         "measured_phase_distance, predicted_phase_distance"
         if _has_column(con, "validation", "measured_phase_distance")
@@ -143,12 +145,17 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
         if _has_column(con, "validation", "predicted_steps_per_s_std")
         else "NULL::DOUBLE"
     )
+    launches = (
+        "measured_run_steps_per_s"
+        if _has_column(con, "validation", "measured_run_steps_per_s")
+        else "NULL::DOUBLE[]"
+    )
     return con.execute(
         f"""
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
                hardware, loopback, cpu_busy, cpu_steal, {_mode(con, "validation")} AS mode,
-               {phase}, {spread}
+               {phase}, {spread}, {launches}
         FROM validation ORDER BY mode, model, bandwidth_bps, network, policy, workers
         """
     ).fetchall()
@@ -162,6 +169,9 @@ _PHASE = 14
 #: Index of the prediction's standard deviation over start phases in a row of
 #: :func:`_validation_rows`.
 _SPREAD = 16
+#: Index of the list of each launch's measured steps/s in a row of
+#: :func:`_validation_rows` (NULL or one value: the point was launched once).
+_LAUNCHES = 17
 
 #: Standard deviations of the prediction's spread over start phases within
 #: which a measurement counts as one launch the prediction expects.
@@ -173,17 +183,33 @@ def _spread_cell(sd: float | None) -> str:
     return "—" if not sd else f"± {sd:.3f}"
 
 
+def _launch_count(row: Sequence[Any]) -> int:
+    """How many launches a point's measured rate is the mean of (1 when not recorded)."""
+    return max(1, len(row[_LAUNCHES] or []))
+
+
+def _launches_cell(rates: Sequence[float] | None) -> str:
+    """``k: lowest–highest`` steps/s of a point's launches, — for a single launch."""
+    if not rates or len(rates) < 2:
+        return "—"
+    return f"{len(rates)}: {min(rates):.4g}–{max(rates):.4g}"
+
+
 def _launch_line(points: Sequence[Sequence[Any]]) -> list[str]:
-    """How many measurements lie within :data:`SPREAD_SDS` standard deviations of
-    the prediction's spread over start phases (the points that have one)."""
+    """How many measurements lie within :data:`SPREAD_SDS` standard errors of the
+    prediction (the points whose prediction has a spread over start phases): one
+    launch is one draw with the runs' standard deviation sd, the mean of k
+    launches one with sd / √k."""
     spread = [r for r in points if r[_SPREAD]]
     if not spread:
         return []
-    inside = sum(abs(r[6] - r[4]) <= SPREAD_SDS * r[_SPREAD] for r in spread)
+    inside = sum(
+        abs(r[6] - r[4]) <= SPREAD_SDS * r[_SPREAD] / math.sqrt(_launch_count(r)) for r in spread
+    )
     return [
         f"Within {SPREAD_SDS:g} standard deviations of the prediction's spread over start "
-        f"phases (one launch of the job, docs/steady-state.md): {inside} of the "
-        f"{len(spread)} points that have one.",
+        f"phases (one launch of the job; for the mean of k launches, over √k; "
+        f"docs/steady-state.md): {inside} of the {len(spread)} points that have one.",
         "",
     ]
 
@@ -242,6 +268,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
     modes = {r[_MODE] for r in points} | {r[0] for r in skipped}
     phased = any(r[_PHASE] is not None or r[_PHASE + 1] is not None for r in points)
     spread = any(r[_SPREAD] for r in points)
+    relaunched = any(_launch_count(r) > 1 for r in points)
     several = len(modes) > 1
     by = ["mode"] if several else []
 
@@ -338,6 +365,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "N",
                     "measured steps/s",
                     "± std",
+                    *(["launches: lowest–highest"] if relaunched else []),
                     "predicted steps/s",
                     *(["± over starts"] if spread else []),
                     "error %",
@@ -349,6 +377,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                         *keep((r[_MODE], *r[:4])),
                         r[4],
                         r[5],
+                        *([_launches_cell(r[_LAUNCHES])] if relaunched else []),
                         r[6],
                         *([_spread_cell(r[_SPREAD])] if spread else []),
                         f"{r[7]:+.1f}",
@@ -386,9 +415,18 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             ),
             *(
                 [
+                    "Launches: a point launched k times (fresh processes, `validation.points[]"
+                    ".runs`) is measured as the mean of its k launches' rates; the column gives "
+                    "k and their range, and ± std is over all their windows.",
+                    "",
+                ]
+                if relaunched
+                else []
+            ),
+            *(
+                [
                     "Synchronous modes (sync_ps, allreduce): workers in lockstep have no phase "
-                    "to draw, so each point is one run; ± is over its 4 equal sub-windows "
-                    "(steady: its batches).",
+                    "to draw; ± is over a run's 4 equal sub-windows (steady: its batches).",
                     "",
                 ]
                 if any(r[_MODE] != "async" for r in points)

@@ -15,6 +15,7 @@ import json
 import statistics
 import sys
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -184,12 +185,13 @@ def measure_stage(
     settings of the profile, the validation network's rate and the point's pull
     order, in ``validation.episodes`` episodes that start the workers at the
     offsets of :func:`validation_offsets` (one episode with one worker).
-    Modes ``sync_ps`` and ``allreduce``: :func:`sgdsim.testbed.sync.run_sync_measurement`
-    (one run: synchronous workers have no phase to draw). With
-    ``validation.protocol: steady`` every mode runs until the steady-state rule
-    holds. Without root or iproute2 the point is recorded with ``status``
-    ``skipped`` and the reason (``validation.unprivileged: skip``), or measured
-    unshaped on loopback (``loopback``).
+    Modes ``sync_ps`` and ``allreduce``: :func:`sgdsim.testbed.sync.run_sync_measurement`.
+    With ``validation.protocol: steady`` every mode runs until the steady-state
+    rule holds. A point's ``runs`` launches it that many times (fresh processes)
+    and stores their mean (``run_steps_per_s``: each launch's rate). Without
+    root or iproute2 the point is recorded with ``status`` ``skipped`` and the
+    reason (``validation.unprivileged: skip``), or measured unshaped on loopback
+    (``loopback``).
 
     Raises:
         MeasurementError: the run failed (nothing is written).
@@ -234,34 +236,39 @@ def measure_stage(
         loopback = True
         row["buffer_bytes"] = None  # no shaping, no queue
     rule = steady_rule(config, wildcards)
+    point = _point(config, wildcards)
+    runs = 1 if point is None else int(point["runs"])
     if mode != "async":
-        point = _point(config, wildcards)
-        runs = 1 if point is None else int(point["runs"])
         _measure_sync(row, spec, mode, rule, loopback, why or "", out_path, runs)
         return
     if rule is not None:
-        _measure_steady(row, spec, rule, loopback, why or "", out_path)
+        _measure_steady(row, spec, rule, loopback, why or "", out_path, runs)
         return
     offsets = validation_offsets(
         config, Workload.load(workload_path), _testbed_network(config, net, tables_dir), wildcards
     )
     row["episodes"] = len(offsets)
-    r = run_async_measurement(
-        spec,
-        workers,
-        None if loopback else float(net["bandwidth_bps"]),
-        0.0 if loopback else latency,
-        duration_s=row["duration_s"],
-        warmup_s=row["warmup_s"],
-        loopback=loopback,
-        warmup_steps=row["warmup_steps"],
-        min_steps=row["min_steps"],
-        mtu=row["mtu"],
-        queue=row["queue"],
-        start_offsets_s=offsets,
-        buffer_bytes=_link(config, net, "buffer_bytes"),
-    )
+    launches = [
+        run_async_measurement(
+            spec,
+            workers,
+            None if loopback else float(net["bandwidth_bps"]),
+            0.0 if loopback else latency,
+            duration_s=row["duration_s"],
+            warmup_s=row["warmup_s"],
+            loopback=loopback,
+            warmup_steps=row["warmup_steps"],
+            min_steps=row["min_steps"],
+            mtu=row["mtu"],
+            queue=row["queue"],
+            start_offsets_s=offsets,
+            buffer_bytes=_link(config, net, "buffer_bytes"),
+        )
+        for _ in range(runs)
+    ]
+    r = launches[0]
     row |= _run_columns(r, spec, why or "", loopback) | _window_columns(r)
+    row |= _launch_columns(launches, spec)
     row["start_offsets_s"] = [list(e) for e in r.start_offsets_s]
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
@@ -294,6 +301,49 @@ def _window_columns(r: Any) -> dict[str, Any]:
     }
 
 
+def _testbed_link(row: dict[str, Any], loopback: bool) -> dict[str, Any]:
+    """The testbed's link arguments for a point's ``row``: its rate, latency, MTU,
+    queue and buffer (no rate or latency on ``loopback``)."""
+    return {
+        "bandwidth_bps": None if loopback else row["bandwidth_bps"],
+        "latency_s": 0.0 if loopback else row["latency_s"],
+        "loopback": loopback,
+        "mtu": row["mtu"],
+        "queue": row["queue"],
+        "buffer_bytes": row["buffer_bytes"],
+    }
+
+
+def _launch_columns(launches: Sequence[Any], spec: Any) -> dict[str, Any]:
+    """``runs`` and each launch's steps/s (``run_steps_per_s``); for more than one
+    launch also the point's rate as their mean (steps/s, samples/s, per worker)
+    with the spread of all their windows (``steps_per_s_windows``,
+    ``steps_per_s_std``) and their drops summed. The other columns stay the first
+    launch's (step ends, CPU, the steady estimate)."""
+    rates = [x.steps_per_s for x in launches]
+    out: dict[str, Any] = {"runs": len(launches), "run_steps_per_s": rates}
+    if len(launches) == 1:
+        return out
+    # fresh processes each time: a launch is one draw of the workers' phases
+    mean = statistics.fmean(rates)
+    windows = [w for x in launches for w in x.steps_per_s_windows]
+    per_worker = np.mean([x.per_worker_steps_per_s for x in launches], axis=0)
+    print(
+        f"[measure] {len(launches)} launches: "
+        + ", ".join(f"{v:.3g}" for v in rates)
+        + f" steps/s, mean {mean:.4g}",
+        file=sys.stderr,
+    )
+    return out | {
+        "steps_per_s": mean,
+        "samples_per_s": mean * spec.batch_size,
+        "per_worker_steps_per_s": [float(v) for v in per_worker],
+        "steps_per_s_windows": windows,
+        "steps_per_s_std": statistics.stdev(windows),
+        "shaper_drops": sum(x.drops for x in launches),
+    }
+
+
 def _steady_rule_columns(rule: Any, r: Any) -> dict[str, Any]:
     """The steady protocol's parameters and estimate (:func:`sgdsim.protocol.steady_columns`)."""
     from sgdsim.protocol import steady_columns
@@ -310,29 +360,33 @@ def _steady_rule_columns(rule: Any, r: Any) -> dict[str, Any]:
 
 
 def _measure_steady(
-    row: dict[str, Any], spec: Any, rule: Any, loopback: bool, reason: str, out_path: str
+    row: dict[str, Any],
+    spec: Any,
+    rule: Any,
+    loopback: bool,
+    reason: str,
+    out_path: str,
+    runs: int = 1,
 ) -> None:
     """Measure one validation point under the ``steady`` protocol
-    (:func:`sgdsim.testbed.run_steady_measurement`) and write its one-row Parquet
-    file: ``row`` (the point's columns) plus the run's, with every step end of
-    every worker (``step_end_times``, s since the window started)."""
+    (:func:`sgdsim.testbed.run_steady_measurement`) in ``runs`` launches (fresh
+    processes, each one draw of the phases the workers settle in; the point's
+    rate is their mean, each one's in ``run_steps_per_s``) and write its one-row
+    Parquet file: ``row`` (the point's columns) plus the runs', with every step
+    end of every worker of the first launch (``step_end_times``, s since the
+    window started)."""
     from sgdsim.testbed import run_steady_measurement
 
-    r = run_steady_measurement(
-        spec,
-        row["workers"],
-        None if loopback else row["bandwidth_bps"],
-        0.0 if loopback else row["latency_s"],
-        rule=rule,
-        loopback=loopback,
-        mtu=row["mtu"],
-        queue=row["queue"],
-        buffer_bytes=row["buffer_bytes"],
-    )
+    launches = [
+        run_steady_measurement(spec, row["workers"], rule=rule, **_testbed_link(row, loopback))
+        for _ in range(runs)
+    ]
+    r = launches[0]
     assert r.steady is not None
     row |= _run_columns(r, spec, reason, loopback)
     row["steps_per_s_std"] = statistics.stdev(r.steps_per_s_windows)
     row |= _steady_rule_columns(rule, r)
+    row |= _launch_columns(launches, spec)
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
 
@@ -360,48 +414,23 @@ def _measure_sync(
             spec,
             mode,
             row["workers"],
-            None if loopback else row["bandwidth_bps"],
-            0.0 if loopback else row["latency_s"],
             duration_s=row["duration_s"],
             warmup_s=row["warmup_s"],
             warmup_steps=row["warmup_steps"],
             min_steps=row["min_steps"],
             rule=rule,
-            loopback=loopback,
-            mtu=row["mtu"],
-            queue=row["queue"],
-            buffer_bytes=row["buffer_bytes"],
+            **_testbed_link(row, loopback),
         )
         for _ in range(runs)
     ]
     r = launches[0]
     row |= _run_columns(r, spec, reason, loopback) | _window_columns(r)
-    row["runs"] = runs
-    row["run_steps_per_s"] = [x.steps_per_s for x in launches]
-    if runs > 1:
-        # the launches' mean rate; their windows together show the spread
-        mean = statistics.fmean(row["run_steps_per_s"])
-        windows = [w for x in launches for w in x.steps_per_s_windows]
-        per_worker = np.mean([x.per_worker_steps_per_s for x in launches], axis=0)
-        row |= {
-            "steps_per_s": mean,
-            "samples_per_s": mean * spec.batch_size,
-            "per_worker_steps_per_s": [float(v) for v in per_worker],
-            "steps_per_s_windows": windows,
-            "steps_per_s_std": statistics.stdev(windows),
-            "shaper_drops": sum(x.drops for x in launches),
-        }
-        print(
-            f"[measure] {runs} launches: "
-            + ", ".join(f"{v:.3g}" for v in row["run_steps_per_s"])
-            + f" steps/s, mean {mean:.4g}",
-            file=sys.stderr,
-        )
     row["allreduces_per_step"] = r.allreduces_per_step
     if rule is not None and r.steady is not None:
         row |= _steady_rule_columns(rule, r)
     else:
         row["episodes"] = 1
+    row |= _launch_columns(launches, spec)
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
 

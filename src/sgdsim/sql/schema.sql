@@ -180,8 +180,8 @@ CREATE TABLE measurements (
     steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
     phase_distance   DOUBLE,            -- steady, N > 1: median time from a step end to another worker's nearest, in steps (0 in phase, 1/N evenly spread)
     allreduces_per_step INTEGER,        -- allreduce: all-reduce ops in the traced step (1: every gradient in one pack, fusion single)
-    runs             INTEGER,           -- sync_ps, allreduce: launches (fresh processes) averaged into steps_per_s
-    run_steps_per_s  DOUBLE[]           -- sync_ps, allreduce: each launch's steps/s
+    runs             INTEGER,           -- launches (fresh processes) averaged into steps_per_s
+    run_steps_per_s  DOUBLE[]           -- each launch's steps/s
 );
 
 -- One row per prediction of a measured point, for the testbed's placement: all

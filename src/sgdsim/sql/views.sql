@@ -51,7 +51,10 @@ SELECT
     p.phase_distance AS predicted_phase_distance,
     -- spread of the prediction over its runs' start phases (0: one run): how
     -- much one launch of the job may differ from the expected value
-    p.steps_per_s_std AS predicted_steps_per_s_std
+    p.steps_per_s_std AS predicted_steps_per_s_std,
+    -- each launch's steps/s where a point was launched several times (runs > 1;
+    -- measured_steps_per_s is their mean); NULL or one value: one launch
+    m.run_steps_per_s AS measured_run_steps_per_s
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
