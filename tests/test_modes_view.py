@@ -405,5 +405,5 @@ def test_accuracy_report_scores_the_mean_of_several_launches_against_the_spread_
     accuracy_report(db, out)
     text = out.read_text()
     assert "docs/steady-state.md): 0 of the 1 points that have one." in text
-    assert "| launches: lowest–highest |" in text and "| 4: 16–24 | 18.000 |" in text
+    assert "| launches: lowest–highest |" in text and "| 4: 16.000–24.000 | 18.000 |" in text
     assert "the mean of its k launches" in text

@@ -186,3 +186,38 @@ def test_lockstep_is_the_run_of_workers_started_together_on_a_fair_ps(tmp_path, 
     assert lock == pytest.approx(together, rel=1e-9)
     alone = simulate_async(workload, network, 1, steps, warm, start_offsets_s=[0.0], **kw)
     assert lock < workers * alone.steps_per_s  # sharing the PS NIC costs the lockstep
+
+
+def test_a_job_started_together_is_predicted_in_lockstep_and_records_its_start(tmp_path):
+    """simulation.start_window_s: 0 starts every worker with the first (the figures of
+    workers started at one instant, which keep together on a fair PS without update
+    queue); null (independent launches) draws the starts over a step and predicts
+    faster."""
+    w = Workload.load(_workload(tmp_path))
+    workload = dataclasses.replace(w, push_update_s=np.zeros_like(w.push_update_s))
+    network = grid_network(1e8, 1e-4)
+    sim = {**CONFIG["simulation"], "steps_per_worker": 40, "phase_band": False}
+    together = SimParams.from_config(
+        with_defaults({**CONFIG, "simulation": sim | {"start_window_s": 0}})
+    )
+    spread = SimParams.from_config(with_defaults({**CONFIG, "simulation": sim}))
+    assert (together.start_window_s, spread.start_window_s) == (0.0, None)
+    a = predict_point(workload, network, 3, "tf_default", together)
+    b = predict_point(workload, network, 3, "tf_default", spread)
+    assert (a["start_window_s"], b["start_window_s"]) == (0.0, None)
+    at_once = predict_point(
+        workload, network, 3, "tf_default", spread, start_offsets_s=[[0.0] * 3] * 3
+    )
+    assert a["steps_per_s"] == at_once["steps_per_s"]
+    assert b["steps_per_s"] > a["steps_per_s"] * 1.05
+    # the CLI's option gives the config's figure
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({**CONFIG, "simulation": sim}))
+    path = tmp_path / "flat.json"
+    workload.save(str(path))
+    args = ["predict", "--workload", str(path), "--configfile", str(cfg), "-b", "1e8"]
+    args += ["--latency-s", "1e-4", "-n", "3", "--start-window-s", "0", "--json"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    cli = json.loads(r.output.strip().splitlines()[-1])
+    assert cli["start_window_s"] == 0.0 and cli["steps_per_s"] == a["steps_per_s"]

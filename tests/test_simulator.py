@@ -311,6 +311,28 @@ def test_bad_arguments_are_refused():
         Network(0.0)
 
 
+@pytest.mark.parametrize("join_s", [0.0, 1e-6])  # the bulk FIFO loop; the object model
+def test_start_window_bounds_when_the_workers_start(join_s):
+    # compute-bound steps of 1 s on a fast network: each worker's first step ends
+    # 1 s (plus a few µs of transfer) after it starts, so the ends show the starts
+    w = workload([1.0], [1e3], [0], [1e3], [0], [0.0])
+    net = Network(1e9)
+
+    def starts(**kw) -> np.ndarray:
+        log: list[list[float]] = []
+        simulate_async(w, net, 6, 2, 0, seed=5, step_log=log, push_join_delay_s=join_s, **kw)
+        ends = np.array([e[0] for e in log])
+        return ends - ends[0]
+
+    spread, together, at_once = starts(), starts(start_window_s=0.05), starts(start_window_s=0.0)
+    # independent launches: over one step (T1 ≈ 1 s); together: within the window
+    assert spread.max() > 0.2 and np.all(spread >= 0) and np.all(spread < 1.0 + 1e-3)
+    assert np.all(together >= -1e-9) and np.all(together < 0.05 + 1e-4) and together.max() > 0
+    assert np.allclose(at_once, 0.0, atol=1e-4)  # (a join delay may hold one a few µs)
+    with pytest.raises(ValueError, match="start_window_s"):
+        simulate_async(w, net, 2, start_window_s=-0.1)
+
+
 def test_policies_by_hand_two_pulls_in_the_wrong_traced_order():
     # The trace delivered b (3 MB, needed by segment 1) before a (1 MB, needed by
     # segment 0); 10 MB/s, no latency, segments 0.05 s and 0.1 s.

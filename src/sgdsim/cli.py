@@ -314,6 +314,13 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
 @click.option("--replications", type=click.IntRange(1, 1000), default=None)
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None)
 @click.option(
+    "--start-window-s",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Async: start the workers within this many seconds of the first (a launcher "
+    "that starts them together); default: over one step, launched independently.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON record per point (every column)."
 )
 def predict(
@@ -329,6 +336,7 @@ def predict(
     steps: int | None,
     replications: int | None,
     seed: int | None,
+    start_window_s: float | None,
     as_json: bool,
 ) -> None:
     """Predict throughput for networks and worker counts outside the configured grid,
@@ -347,6 +355,7 @@ def predict(
         steps_per_worker=steps,
         replications=replications,
         seed=seed,
+        start_window_s=start_window_s,
     )
     if params.warmup_steps >= params.steps_per_worker:
         raise click.ClickException(

@@ -192,7 +192,7 @@ def _launches_cell(rates: Sequence[float] | None) -> str:
     """``k: lowest–highest`` steps/s of a point's launches, — for a single launch."""
     if not rates or len(rates) < 2:
         return "—"
-    return f"{len(rates)}: {min(rates):.4g}–{max(rates):.4g}"
+    return f"{len(rates)}: {min(rates):.3f}–{max(rates):.3f}"
 
 
 def _launch_line(points: Sequence[Sequence[Any]]) -> list[str]:

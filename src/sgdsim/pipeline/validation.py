@@ -801,6 +801,7 @@ def predict_testbed_stage(
         pull_join_delay_s=join_delay,
         push_join_delay_s=push_delay,
         collective=dataclasses.replace(base.collective, message_overhead_s=overhead),
+        start_window_s=config["validation"]["start_window_s"],
     )
     rule = steady_rule(config, wildcards)
     offsets = None

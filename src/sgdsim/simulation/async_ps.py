@@ -132,6 +132,7 @@ def simulate_async(
     link_quantum_bytes: float = 0.0,
     pull_join_delay_s: float = 0.0,
     push_join_delay_s: float = 0.0,
+    start_window_s: float | None = None,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
@@ -147,7 +148,10 @@ def simulate_async(
     (:func:`single_step_estimate`): processor sharing keeps workers at whatever
     offsets they start with, and real workers drift over all offsets, so the
     start offsets are drawn over one whole step rather than all set to zero
-    (which would lock every worker into pulling and pushing at the same time).
+    (which would lock every worker into pulling and pushing at the same time):
+    workers launched independently. ``start_window_s`` draws them over that
+    window instead, for workers a launcher starts together (a chief whose
+    initialization the others poll for, a coordinator that dispatches to all).
 
     Args:
         workload: the calibrated single-worker step.
@@ -159,6 +163,9 @@ def simulate_async(
         seed: seed of the run's ``numpy.random.Generator``.
         start_offsets_s: (N,) start time of each worker in seconds, instead of
             the seeded random offsets.
+        start_window_s: seconds over which worker ``w > 0``'s seeded uniform
+            start delay is drawn (None: one contention-free step, ``T1``);
+            ignored with ``start_offsets_s``.
         step_log: if given, receives each worker's list of step end times (s).
         workers_per_node: workers placed on one node (worker ``w`` on node
             ``w // workers_per_node``). Co-located workers share the node's
@@ -246,6 +253,7 @@ def simulate_async(
         (pull_join_delay_s, push_join_delay_s),
         pull_gap_s,
         start_offsets_s,
+        start_window_s,
     )
     wall0 = time.perf_counter()
     raw = _run_model(
@@ -253,6 +261,7 @@ def simulate_async(
         workers_per_node, ps_discipline, compute_slots, link_quantum_bytes,
         (pull_join_delay_s, push_join_delay_s), pull_gap_s, pull_gap_cpu,
         PolicySizes(p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes),
+        start_window_s,
     )  # fmt: skip
     if step_log is not None:
         step_log.extend(raw.step_ends)
@@ -278,6 +287,7 @@ def _run_model(
     pull_gap_s: float,
     pull_gap_cpu: bool,
     sizes: PolicySizes,
+    start_window_s: float | None = None,
 ) -> RawRun:
     """One run of the step model that serves this configuration (arguments as
     :func:`simulate_async`, checked there): the bulk :class:`FastFifoRun` for
@@ -307,6 +317,7 @@ def _run_model(
             ps_discipline,
             compute_slots,
             pull_gap_s if serial_gap else 0.0,
+            start_window_s,
         ).run()
     model = AsyncPSModel(
         workload,
@@ -318,7 +329,7 @@ def _run_model(
         seed,
         pull_issue_order(workload, policy),
         start_offsets_s,
-        single_step_estimate(workload, network),
+        single_step_estimate(workload, network) if start_window_s is None else start_window_s,
         trace,
         workers_per_node,
         ps_discipline,
@@ -340,6 +351,7 @@ def _check_args(
     join_delays_s: tuple[float, float],
     pull_gap_s: float,
     start_offsets_s: Sequence[float] | None,
+    start_window_s: float | None = None,
 ) -> None:
     """Raise ValueError naming the first argument of :func:`simulate_async` out of range."""
     checks = [
@@ -363,6 +375,10 @@ def _check_args(
             f"{None if start_offsets_s is None else len(start_offsets_s)}",
         ),
         (pull_gap_s >= 0, f"pull_gap_s must be >= 0, got {pull_gap_s}"),
+        (
+            start_window_s is None or start_window_s >= 0,
+            f"start_window_s must be >= 0 or None, got {start_window_s}",
+        ),
     ]
     for ok, message in checks:
         if not ok:
@@ -439,6 +455,7 @@ def simulate_async_replicated(
     pull_join_delay_s: float = 0.0,
     push_join_delay_s: float = 0.0,
     trace: list[TraceRecord] | None = None,
+    start_window_s: float | None = None,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -452,6 +469,7 @@ def simulate_async_replicated(
     validation starts its episodes from the same offsets).
 
     ``trace``: if given, receives the first replication's trace records.
+    ``start_window_s``: as for :func:`simulate_async`.
 
     Returns:
         An :class:`AsyncResult` whose metrics are means over replications
@@ -491,6 +509,7 @@ def simulate_async_replicated(
             pull_join_delay_s=pull_join_delay_s,
             push_join_delay_s=push_join_delay_s,
             trace=trace if r == 0 else None,
+            start_window_s=start_window_s,
         )
         for r, row in enumerate(rows)
     ]

@@ -311,8 +311,8 @@ class AsyncPSModel:
 
     Arguments as :func:`sgdsim.simulation.async_ps.simulate_async` (checked
     there); ``spec`` is the policy's units and queues with the pull gap set,
-    ``pull_order`` its issue order, ``t1`` the contention-free step time over
-    which the random start offsets are drawn.
+    ``pull_order`` its issue order, ``t1`` the window (s) over which the random
+    start offsets are drawn (the contention-free step time, or ``start_window_s``).
     """
 
     __slots__ = (

@@ -243,6 +243,7 @@ class FastFifoRun:
         "shared_cpu",
         "sim",
         "start_offsets_s",
+        "start_window_s",
         "step_ends",
         "steps_per_worker",
         "stride",
@@ -270,6 +271,7 @@ class FastFifoRun:
         ps_discipline: str,
         compute_slots: float = 1.0,
         pull_gap_s: float = 0.0,
+        start_window_s: float | None = None,
     ) -> None:
         self.workload = workload
         self.network = network
@@ -283,6 +285,7 @@ class FastFifoRun:
         self.ps_discipline = ps_discipline
         self.compute_slots = compute_slots
         self.gap = pull_gap_s
+        self.start_window_s = start_window_s
         self._init_step()
         self._init_link()
         self._init_workers()
@@ -771,7 +774,11 @@ class FastFifoRun:
 
     def run(self) -> RawRun:
         """Start every worker (worker 0 at 0, the others at seeded offsets) and run."""
-        t1 = single_step_estimate(self.workload, self.network)
+        t1 = (
+            single_step_estimate(self.workload, self.network)
+            if self.start_window_s is None
+            else self.start_window_s
+        )
         starts = [
             float(self.start_offsets_s[w])
             if self.start_offsets_s is not None

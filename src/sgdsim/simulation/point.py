@@ -56,6 +56,9 @@ class SimParams:
             elsewhere).
         collective: settings of the ``allreduce`` mode.
         phase_band: add the phase band (:func:`phase_band`) to ``async`` points with N > 1.
+        start_window_s: ``async``: seconds over which worker ``w > 0`` starts
+            after worker 0 (None: over one contention-free step, workers
+            launched independently; see :func:`~sgdsim.simulation.simulate_async`).
     """
 
     steps_per_worker: int
@@ -71,6 +74,7 @@ class SimParams:
     push_join_delay_s: float = 0.0
     collective: CollectiveSettings = field(default_factory=CollectiveSettings)
     phase_band: bool = False
+    start_window_s: float | None = None
 
     @classmethod
     def from_config(cls, config: dict[str, Any], **overrides: Any) -> SimParams:
@@ -91,6 +95,7 @@ class SimParams:
                 float(sim["bytescheduler_credit_bytes"]),
             ),
             phase_band=bool(sim["phase_band"]),
+            start_window_s=None if sim["start_window_s"] is None else float(sim["start_window_s"]),
             collective=CollectiveSettings(
                 algorithm=str(ar["algorithm"]),
                 bucket_bytes=float(ar["bucket_bytes"]),
@@ -237,6 +242,7 @@ def predict_point(
     row["cpu_bound_steps_per_s"] = None if math.isinf(bound) else bound
     row["pull_gap_s"] = kw["pull_gap_s"]
     row["compute_slots"] = slots if shared else None
+    row["start_window_s"] = params.start_window_s if mode == "async" else None
     if bound < r.steps_per_s:
         row["steps_per_s"] = bound
         row["samples_per_s"] = bound * workload.batch_size
@@ -286,6 +292,8 @@ def _sim_kwargs(
     }
     if mode != "async":
         kw |= {"mode": mode, "collective": params.collective}
+    elif params.start_window_s is not None:
+        kw["start_window_s"] = params.start_window_s
     return kw
 
 

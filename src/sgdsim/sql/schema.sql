@@ -128,7 +128,8 @@ CREATE TABLE predictions (
     pull_gap_s       DOUBLE,            -- per-pull round trip of one-at-a-time policies (tictac, fifo_random)
     compute_slots    DOUBLE,            -- co-located workers computing at full speed at once (NULL: cores not shared)
     steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in lockstep (NULL: no band)
-    steps_per_s_hi   DOUBLE             -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
+    steps_per_s_hi   DOUBLE,            -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
+    start_window_s   DOUBLE             -- async: workers after the first start within this many s of it (NULL: over one step, launched independently)
 );
 
 -- One row per measured validation run: real TensorFlow training, asynchronous
@@ -219,6 +220,7 @@ CREATE TABLE testbed_predictions (
     compute_slots    DOUBLE,            -- workers computing at full speed at once on the node's cores left by the PS, RPC and network work
     steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in lockstep (NULL: no band)
     steps_per_s_hi   DOUBLE,            -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
+    start_window_s   DOUBLE,            -- async: workers after the first start within this many s of it (validation.start_window_s; NULL: over one step)
     network_cpu_s_per_byte DOUBLE,      -- kernel CPU s per byte the testbed adds to loopback (calibrated)
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
     push_join_delay_s DOUBLE,           -- how late a backward pass's pushes get their share while the PS receives another worker's (calibrated)
