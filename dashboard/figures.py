@@ -632,12 +632,14 @@ def timeline_figure(
 def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
     """Measured and predicted steps/s against workers for one model: per network,
     SGD mode and policy, the measurements as markers with their standard deviation over episodes
-    and the prediction as a dashed line of the same colour.
+    and the prediction as a dashed line of the same colour; where a point was launched
+    several times (``measured_run_steps_per_s``), each launch as a small open marker.
 
     Args:
         df: rows of the ``validation`` view for one model (columns network,
             bandwidth_bps, mode (``async`` when absent), policy, workers, measured_steps_per_s,
-            measured_steps_per_s_std, predicted_steps_per_s).
+            measured_steps_per_s_std, predicted_steps_per_s; optional
+            measured_run_steps_per_s).
         model: model name, for the title.
     """
     fig = go.Figure()
@@ -679,6 +681,28 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
                 hovertemplate="N=%{x}<br>predicted %{y:.3g} steps/s" + f"<extra>{label}</extra>",
             )
         )
+        launches = (
+            d["measured_run_steps_per_s"].to_list()
+            if "measured_run_steps_per_s" in d.columns
+            else [None] * d.height
+        )
+        runs = [
+            (n, rates)
+            for n, rates in zip(d["workers"].to_list(), launches, strict=True)
+            if rates is not None and len(rates) > 1
+        ]
+        if runs:
+            fig.add_trace(
+                go.Scatter(
+                    x=[n for n, rates in runs for _ in rates],
+                    y=[float(v) for _, rates in runs for v in rates],
+                    mode="markers",
+                    marker={"color": color, "size": 6, "symbol": "circle-open"},
+                    name=f"{label} launches",
+                    hovertemplate="N=%{x}<br>one launch %{y:.3g} steps/s"
+                    + f"<extra>{label}</extra>",
+                )
+            )
     fig.update_layout(
         **_BASE_LAYOUT,
         title=f"{model}: measured (markers) and predicted (dashed) steps/s on the testbed",

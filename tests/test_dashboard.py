@@ -243,6 +243,16 @@ def test_validation_figure_pairs_measured_markers_with_predicted_lines():
     assert "100Mbps · sync_ps · tf_default measured" in names and len(names) == 8
     measured, predicted = fig.data[0], fig.data[1]
     assert measured.mode == "markers" and predicted.mode == "lines"
+    # a point launched three times: each launch a marker after its curve's line
+    runs = df.with_columns(measured_run_steps_per_s=pl.Series([None, [1.7, 1.8, 1.9], [1.0], None]))
+    launched = validation_figure(runs, "M").data
+    assert [t.name for t in launched][:3] == [
+        "100Mbps · async · tf_default measured",
+        "100Mbps · async · tf_default predicted",
+        "100Mbps · async · tf_default launches",
+    ]
+    assert list(launched[2].x) == [2, 2, 2] and list(launched[2].y) == [1.7, 1.8, 1.9]
+    assert len(launched) == 7  # one launch is no trace
     assert list(measured.x) == [1, 2] and list(measured.y) == [1.0, 1.8]
     assert list(measured.error_y.array) == [0.05, 0.0]  # a missing std draws no bar
     assert list(predicted.y) == [1.1, 1.7]
