@@ -113,6 +113,20 @@ def validation_prediction_files():
     return _validation_files("predictions")
 
 
+def _point_key(p):
+    return tuple(
+        str(p[k]) for k in ("hardware", "model", "network", "policy", "mode", "workers")
+    )
+
+
+RUNS = {_point_key(p): p["runs"] for p in VALIDATION}
+
+
+def measure_runtime(wildcards):
+    """Wall-time limit (minutes) of a measure job: 20 per launch of its point."""
+    return 20 * RUNS.get(_point_key(wildcards), 1)
+
+
 def push_join_file(wildcards):
     """The model's push join delay on the point's network (async points only: the
     synchronous modes have no worker that joins another's push)."""

@@ -14,7 +14,7 @@ rule measure:
     threads: node_cores  # alone on the node: every testbed host shares its cores
     resources:
         mem_mb=8000,
-        runtime=20,
+        runtime=measure_runtime,
     script:
         "../scripts/measure.py"
 
