@@ -188,6 +188,12 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
         "SELECT measured_run_steps_per_s, measured_steps_per_s FROM validation WHERE workers = 2"
     ).fetchone()
     assert launched[0] == rows[1][13] and launched[1] == pytest.approx(sum(launched[0]) / 2)
+    # every launch's step ends are kept, the first one's also as step_end_times
+    ends, each = con.execute(
+        "SELECT step_end_times, run_step_end_times FROM measurements WHERE workers = 2"
+    ).fetchone()
+    assert len(each) == 2 and each[0] == ends and [len(e) for e in each] == [2, 2]
+    assert each[1] != each[0]  # a launch of its own
     pred = con.execute(
         "SELECT workers, protocol, converged, steps_per_s, len(step_end_times), window_s "
         "FROM testbed_predictions ORDER BY workers"

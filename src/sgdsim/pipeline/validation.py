@@ -316,8 +316,9 @@ def _testbed_link(row: dict[str, Any], loopback: bool) -> dict[str, Any]:
 
 def _launch_columns(launches: Sequence[Any], spec: Any) -> dict[str, Any]:
     """``runs`` and each launch's steps/s (``run_steps_per_s``); for more than one
-    launch also the point's rate as their mean (steps/s, samples/s, per worker)
-    with the spread of all their windows (``steps_per_s_windows``,
+    launch also each launch's step ends (``run_step_end_times``, as
+    ``step_end_times``) and the point's rate as their mean (steps/s, samples/s,
+    per worker) with the spread of all their windows (``steps_per_s_windows``,
     ``steps_per_s_std``) and their drops summed. The other columns stay the first
     launch's (step ends, CPU, the steady estimate)."""
     rates = [x.steps_per_s for x in launches]
@@ -335,6 +336,7 @@ def _launch_columns(launches: Sequence[Any], spec: Any) -> dict[str, Any]:
         file=sys.stderr,
     )
     return out | {
+        "run_step_end_times": [[list(e) for e in x.step_end_times] for x in launches],
         "steps_per_s": mean,
         "samples_per_s": mean * spec.batch_size,
         "per_worker_steps_per_s": [float(v) for v in per_worker],

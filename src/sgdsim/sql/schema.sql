@@ -182,7 +182,8 @@ CREATE TABLE measurements (
     phase_distance   DOUBLE,            -- steady, N > 1: median time from a step end to another worker's nearest, in steps (0 in phase, 1/N evenly spread)
     allreduces_per_step INTEGER,        -- allreduce: all-reduce ops in the traced step (1: every gradient in one pack, fusion single)
     runs             INTEGER,           -- launches (fresh processes) averaged into steps_per_s
-    run_steps_per_s  DOUBLE[]           -- each launch's steps/s
+    run_steps_per_s  DOUBLE[],          -- each launch's steps/s
+    run_step_end_times DOUBLE[][][]     -- runs > 1: each launch's step_end_times (the first is step_end_times)
 );
 
 -- One row per prediction of a measured point, for the testbed's placement: all
