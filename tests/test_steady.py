@@ -241,3 +241,35 @@ def test_push_join_is_not_used_through_a_fifo_and_reaches_the_prediction(tmp_pat
     # no race through a FIFO: the joiner's share there is not a late fair share
     assert got["status"] == "not_used" and got["push_join_delay_s"] == 0.0
     assert "fifo" in got["reason"] and "push_race_growth_s" not in got
+
+
+@pytest.mark.slow
+def test_an_episodes_point_launched_twice_is_scored_by_the_mean_of_its_launches(
+    testbed_ok, lenet_profile, tmp_path
+):
+    import polars as pl
+    import yaml
+    from conftest import ROOT
+
+    from sgdsim.pipeline.validation import measure_stage
+    from sgdsim.traces import normalize_profile
+
+    tables, workload = tmp_path / "tables", tmp_path / "w.json"
+    normalize_profile(lenet_profile, tables, workload)
+    config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    config["validation"]["points"] = [
+        {"model": "LeNet5", "workers": [2], "policies": ["tf_default"], "runs": 2}
+    ]
+    wc = {"hardware": "cpu", "model": "LeNet5", "network": "100Mbps", "policy": "tf_default"}
+    out = tmp_path / "m.parquet"
+    measure_stage(config, str(workload), str(tables), str(out), wc | {"workers": "2"})
+    row = pl.read_parquet(out).to_dicts()[0]
+    episodes = config["validation"]["episodes"]
+    assert (row["status"], row["runs"], row["episodes"]) == ("ok", 2, episodes)
+    rates = row["run_steps_per_s"]
+    assert len(rates) == 2 and row["steps_per_s"] == pytest.approx(sum(rates) / 2)
+    # each launch runs every episode: their windows pooled, their step ends kept
+    assert len(row["steps_per_s_windows"]) == 2 * episodes
+    assert len(row["run_step_end_times"]) == 2
+    assert row["run_step_end_times"][0] == row["step_end_times"]
+    assert child_processes() == []
