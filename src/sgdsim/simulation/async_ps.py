@@ -143,15 +143,10 @@ def simulate_async(
     (:class:`~sgdsim.simulation.link.PSLink`), whole tensors in issue order
     or as the policy cuts and orders them (:mod:`sgdsim.simulation.policies`;
     ``p3`` also moves pulls, see there).
-    Worker ``w > 0`` starts after a seeded uniform random delay
-    in ``[0, T1)``, ``T1`` the contention-free step time on this network
-    (:func:`single_step_estimate`): processor sharing keeps workers at whatever
-    offsets they start with, and real workers drift over all offsets, so the
-    start offsets are drawn over one whole step rather than all set to zero
-    (which would lock every worker into pulling and pushing at the same time):
-    workers launched independently. ``start_window_s`` draws them over that
-    window instead, for workers a launcher starts together (a chief whose
-    initialization the others poll for, a coordinator that dispatches to all).
+    Worker ``w > 0`` starts after a seeded uniform random delay in ``[0, T1)``,
+    ``T1`` the contention-free step time (:func:`single_step_estimate`): workers
+    keep the offsets they start with, so independently launched ones are drawn
+    over a whole step (``start_window_s``: workers a launcher starts together).
 
     Args:
         workload: the calibrated single-worker step.
@@ -243,18 +238,10 @@ def simulate_async(
         ValueError: bad N, step counts, policy or policy sizes.
     """
     _check_args(
-        workers,
-        steps_per_worker,
-        warmup_steps,
-        ps_discipline,
-        workers_per_node,
-        compute_slots,
-        link_quantum_bytes,
-        (pull_join_delay_s, push_join_delay_s),
-        pull_gap_s,
-        start_offsets_s,
+        workers, steps_per_worker, warmup_steps, ps_discipline, workers_per_node, compute_slots,
+        link_quantum_bytes, (pull_join_delay_s, push_join_delay_s), pull_gap_s, start_offsets_s,
         start_window_s,
-    )
+    )  # fmt: skip
     wall0 = time.perf_counter()
     raw = _run_model(
         workload, network, workers, steps_per_worker, policy, seed, start_offsets_s, trace,
