@@ -188,6 +188,30 @@ def test_lockstep_is_the_run_of_workers_started_together_on_a_fair_ps(tmp_path, 
     assert lock < workers * alone.steps_per_s  # sharing the PS NIC costs the lockstep
 
 
+def test_a_steady_prediction_replays_the_start_phases_it_is_given(tmp_path):
+    """Under the steady rule, ``start_offsets_s`` replaces the seeded starts (one
+    run per row): all-zero offsets give the figure of ``start_window_s: 0``."""
+    from sgdsim.protocol import SteadyRule
+
+    w = Workload.load(_workload(tmp_path))
+    workload = dataclasses.replace(w, push_update_s=np.zeros_like(w.push_update_s))
+    network = grid_network(1e8, 1e-4)
+    sim = {**CONFIG["simulation"], "phase_band": False}
+    rule = SteadyRule(warmup_steps=2, settle_s=1.0, min_steps=20, max_s=60)
+    together = SimParams.from_config(
+        with_defaults({**CONFIG, "simulation": sim | {"start_window_s": 0}})
+    )
+    spread = SimParams.from_config(with_defaults({**CONFIG, "simulation": sim}))
+    a = predict_point(workload, network, 3, "tf_default", together, steady=rule)
+    b = predict_point(workload, network, 3, "tf_default", spread, steady=rule)
+    replay = predict_point(
+        workload, network, 3, "tf_default", spread, steady=rule, start_offsets_s=[[0.0] * 3]
+    )
+    assert replay["replications"] == 1 and b["replications"] == spread.replications > 1
+    assert replay["steps_per_s"] == pytest.approx(a["steps_per_s"], rel=1e-12)
+    assert b["steps_per_s"] > a["steps_per_s"] * 1.05
+
+
 def test_a_job_started_together_is_predicted_in_lockstep_and_records_its_start(tmp_path):
     """simulation.start_window_s: 0 starts every worker with the first (the figures of
     workers started at one instant, which keep together on a fair PS without update

@@ -68,6 +68,29 @@ def test_simulated_steady_state_runs_until_the_rule_decides():
         simulate_steady(w, Network(1e7, 0.0), 2, rule, replications=0)
 
 
+def test_simulated_steady_state_from_given_phases_by_hand():
+    from sgdsim.simulation import Network
+    from sgdsim.simulation.protocols import simulate_steady
+
+    # two workers, 1 MB each way at 10 MB/s (0.1 s alone), 0.01 s compute. In phase
+    # they share each direction: 0.2 + 0.01 + 0.2 s a step each, 2 / 0.41 steps/s.
+    # Started 0.105 s apart one pulls while the other pushes and neither shares:
+    # 0.21 s a step, 2 / 0.21 steps/s (a replay of a measured launch's phases).
+    w = one_tensor_workload(0.01, 1e6, 0.0)
+    net = Network(1e7, 0.0)
+    rule = SteadyRule(warmup_steps=3, settle_s=1.0, min_steps=30, max_s=60)
+    together = simulate_steady(w, net, 2, rule, start_offsets_s=[[0.0, 0.0]])
+    apart = simulate_steady(w, net, 2, rule, start_offsets_s=[[0.0, 0.105]])
+    assert together.steps_per_s == pytest.approx(2 / 0.41, rel=1e-3)
+    assert apart.steps_per_s == pytest.approx(2 / 0.21, rel=1e-3)
+    # one run per row, each from its own phases, averaged
+    both = simulate_steady(w, net, 2, rule, start_offsets_s=[[0.0, 0.0], [0.0, 0.105]])
+    assert both.replications == 2
+    assert both.steps_per_s == pytest.approx((together.steps_per_s + apart.steps_per_s) / 2)
+    with pytest.raises(ValueError, match="at least one row"):
+        simulate_steady(w, net, 2, rule, start_offsets_s=[])
+
+
 # ----------------------------------------------------------------- queue buffer
 
 

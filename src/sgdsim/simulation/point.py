@@ -160,7 +160,8 @@ def predict_point(
         params: every other knob.
         mode: ``async``, ``sync_ps`` or ``allreduce``.
         start_offsets_s: (R, N) start offsets, seconds: R runs from these
-            instead of ``params.replications`` seeded random ones.
+            instead of ``params.replications`` seeded random ones (also under
+            ``steady``).
         episodes: (``warmup_s``, ``duration_s``, ``min_steps``): with
             ``start_offsets_s``, run and score each as the measured episode it
             predicts (:func:`sgdsim.simulation.protocols.simulate_episodes`).
@@ -195,7 +196,8 @@ def predict_point(
             sim_log.clear()
             return simulate_steady(
                 workload, network, workers, steady, estimate=estimates, step_log=sim_log,
-                replications=params.replications, compute_slots=slots, **kw,
+                replications=params.replications, start_offsets_s=start_offsets_s,
+                compute_slots=slots, **kw,
             )  # fmt: skip
         if episodes is not None and start_offsets_s is not None:
             from sgdsim.simulation.protocols import simulate_episodes

@@ -147,6 +147,7 @@ def simulate_steady(
     estimate: list[SteadyEstimate] | None = None,
     step_log: list[list[float]] | None = None,
     replications: int = 1,
+    start_offsets_s: Sequence[Sequence[float]] | None = None,
     **kwargs: Any,
 ) -> Any:
     """Simulate one validation point under the ``steady`` protocol, scored as
@@ -174,6 +175,10 @@ def simulate_steady(
         step_log: if given, receives each worker's simulated step ends (s) of
             the first run.
         replications: runs to average (≥ 1).
+        start_offsets_s: (R, N) start time of each worker, seconds, one row per
+            run: R runs from these phases instead of ``replications`` seeded
+            random ones (a replay of a measured launch, for example from its
+            workers' step ends after warm-up: docs/steady-state.md).
         kwargs: further arguments of :func:`sgdsim.simulation.sync.simulate`
             (mode, placement, policy sizes, pull gap, ...).
 
@@ -184,9 +189,9 @@ def simulate_steady(
         cover the first run.
 
     Raises:
-        ValueError: any error of ``simulate_async``, ``replications`` < 1, or no
-            decision after :data:`MAX_DOUBLINGS` doublings (a run whose steps
-            never end).
+        ValueError: any error of ``simulate_async``, ``replications`` < 1, an
+            empty ``start_offsets_s``, or no decision after :data:`MAX_DOUBLINGS`
+            doublings (a run whose steps never end).
     """
     import dataclasses
 
@@ -194,10 +199,18 @@ def simulate_steady(
         raise ValueError(f"replications must be >= 1, got {replications}")
     if workers == 1 or kwargs.get("mode", "async") != "async":
         replications = 1
+    rows: list[Sequence[float] | None] = [None] * replications
+    if start_offsets_s is not None:
+        rows = list(start_offsets_s)
+        if not rows:
+            raise ValueError("start_offsets_s needs at least one row")
     runs = [
-        _steady_run(workload, network, workers, rule, policy, seed + k, kwargs)
-        for k in range(replications)
-    ]
+        _steady_run(
+            workload, network, workers, rule, policy, seed + k,
+            kwargs if row is None else kwargs | {"start_offsets_s": row},
+        )
+        for k, row in enumerate(rows)
+    ]  # fmt: skip
     r, est, log = runs[0]
     if estimate is not None:
         estimate.append(est)
