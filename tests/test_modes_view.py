@@ -407,3 +407,51 @@ def test_accuracy_report_scores_the_mean_of_several_launches_against_the_spread_
     assert "docs/steady-state.md): 0 of the 1 points that have one." in text
     assert "| launches: lowest–highest |" in text and "| 4: 16.000–24.000 | 18.000 |" in text
     assert "the mean of its k launches" in text
+
+
+def test_validation_view_and_report_show_a_steady_points_replay(tmp_path):
+    """A replay shard (rule replay_testbed) joins its point in the view: measured 20,
+    predicted 18 (−10 %), replayed from the measured phases 21 (+5 %); a skipped
+    replay and points without one show nothing."""
+    one, two = measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)
+    two[0]["phase_distance"], two[1]["phase_distance"] = 0.22, 0.04
+    key = {"model": "LeNet5", "hardware": "cpu", "network": "n", "mode": "async"}
+    key |= {"policy": "tf_default", "workers": 2}
+    ok = {**key, "replay_status": "ok", "replay_reason": "", "replay_after_step": 3}
+    ok |= {"replay_offsets_s": [[0.0, 0.7]], "replay_steps_per_s": 21.0}
+    ok |= {"replay_phase_distance": 0.2}
+    skipped = {**key, "workers": 1, "replay_status": "skipped", "replay_reason": "one worker"}
+    shards = []
+    for i, row in enumerate((ok, skipped)):
+        shards.append(tmp_path / f"r{i}.parquet")
+        pl.DataFrame([row]).write_parquet(shards[-1])
+    files = []
+    for i, (m, p) in enumerate((one, two)):
+        for kind, row in (("m", m), ("p", p)):
+            files.append(tmp_path / f"{kind}{i}.parquet")
+            pl.DataFrame([row]).write_parquet(files[-1])
+    db = tmp_path / "sgdsim.duckdb"
+    publish(
+        db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2],
+        replay_files=shards,
+    )  # fmt: skip
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        got = con.execute(
+            "SELECT workers, error_pct, replayed_steps_per_s, replayed_error_pct, "
+            "replayed_phase_distance FROM validation ORDER BY workers"
+        ).fetchall()
+    finally:
+        con.close()
+    assert got[0] == (1, pytest.approx(10.0), None, None, None)
+    assert got[1] == (2, pytest.approx(-10.0), 21.0, pytest.approx(5.0), 0.2)
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "## Replays from the measured phases" in text
+    assert "| LeNet5 | n | tf_default | 2 | 20.000 | 18.000 | -10.0 | 21.000 | +5.0 |" in text
+    assert "| 0.22 / 0.04 / 0.20 |" in text
+    # a store without replays has no such section
+    (tmp_path / "old").mkdir()
+    accuracy_report(measured_store(tmp_path / "old"), out)
+    assert "Replays" not in out.read_text()

@@ -91,6 +91,27 @@ def test_simulated_steady_state_from_given_phases_by_hand():
         simulate_steady(w, net, 2, rule, start_offsets_s=[])
 
 
+def test_replay_offsets_are_each_launchs_phases_after_warm_up():
+    from sgdsim.pipeline.validation import replay_offsets
+
+    # step ends since the window started: warm-up steps 1-3 negative
+    a = [[-9.0, -6.0, -3.0, 0.5], [-8.5, -7.0, -2.2, 1.0], [-9.5, -5.0, -1.0, 2.0]]
+    b = [[-6.0, -4.0, -2.0, 0.0], [-6.0, -4.0, -2.5, 0.0], [-7.0, -5.0, -3.0, 0.0]]
+    one = {"status": "ok", "step_end_times": a}
+    assert replay_offsets(one, 3) == [pytest.approx([0.0, 0.8, 2.0])]
+    assert replay_offsets(one, 0) == [pytest.approx([0.5, 1.0, 0.0])]  # the first step end
+    # several launches: one row each, the first launch's ends also in step_end_times
+    both = {"status": "ok", "step_end_times": a, "run_step_end_times": [a, b]}
+    rows = replay_offsets(both, 3)
+    assert rows is not None and len(rows) == 2
+    assert rows[1] == pytest.approx([1.0, 0.5, 0.0])
+    # nothing to replay
+    assert replay_offsets({"status": "skipped", "step_end_times": None}, 3) is None
+    assert replay_offsets({"status": "ok", "step_end_times": [a[0]]}, 3) is None  # N = 1
+    short = {"status": "ok", "step_end_times": [a[0], a[1][:2]]}
+    assert replay_offsets(short, 3) is None
+
+
 # ----------------------------------------------------------------- queue buffer
 
 
@@ -160,7 +181,11 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
 
     from sgdsim.config import with_defaults
     from sgdsim.pipeline.grid import publish_stage
-    from sgdsim.pipeline.validation import measure_stage, predict_testbed_stage
+    from sgdsim.pipeline.validation import (
+        measure_stage,
+        predict_testbed_stage,
+        replay_testbed_stage,
+    )
     from sgdsim.traces import normalize_profile
 
     tables, workload = tmp_path / "tables", tmp_path / "w.json"
@@ -185,11 +210,16 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
         predict_testbed_stage(
             config, str(workload), str(tables), str(tmp_path / f"p{n}.parquet"), wc
         )
+        replay_testbed_stage(
+            config, str(tmp_path / f"m{n}.parquet"), str(workload), str(tables),
+            str(tmp_path / f"r{n}.parquet"), wc | {"mode": "async"},
+        )  # fmt: skip
     db = tmp_path / "s.duckdb"
     publish_stage(
         str(db), [str(tables)], [], config,
         measurement_files=[str(tmp_path / f"m{n}.parquet") for n in (1, 2)],
         testbed_prediction_files=[str(tmp_path / f"p{n}.parquet") for n in (1, 2)],
+        replay_files=[str(tmp_path / f"r{n}.parquet") for n in (1, 2)],
     )  # fmt: skip
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute(
@@ -235,6 +265,23 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     assert again.steps_per_s == pytest.approx(sum(windows) / len(windows), rel=1e-9)
     assert reps == with_defaults(config)["simulation"]["replications"]  # the rate: their mean
     assert con.execute("SELECT count(*) FROM validation").fetchone()[0] == 2
+    # the replay: one run from each launch's phases after its 3rd warm-up step
+    replays = con.execute(
+        "SELECT workers, replay_status, replay_offsets_s, replay_steps_per_s, replay_after_step "
+        "FROM testbed_replays ORDER BY workers"
+    ).fetchall()
+    assert [(r[0], r[1]) for r in replays] == [(1, "skipped"), (2, "ok")]
+    offsets = replays[1][2]
+    assert replays[1][4] == 3 and len(offsets) == 2  # two launches
+    for row, launch in zip(offsets, each, strict=True):
+        third = [e[2] for e in launch]
+        assert row == pytest.approx([t - min(third) for t in third], abs=1e-9)
+    shown = con.execute(
+        "SELECT replayed_steps_per_s, replayed_error_pct, measured_steps_per_s "
+        "FROM validation WHERE workers = 2"
+    ).fetchone()
+    assert shown[0] == replays[1][3] > 0
+    assert shown[1] == pytest.approx(100 * (shown[0] - shown[2]) / shown[2])
     # how far apart the two workers stepped, measured and simulated; none for one worker
     phases = con.execute(
         "SELECT workers, measured_phase_distance, predicted_phase_distance FROM validation "

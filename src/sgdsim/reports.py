@@ -173,6 +173,9 @@ _SPREAD = 16
 #: :func:`_validation_rows` (NULL or one value: the point was launched once).
 _LAUNCHES = 17
 
+#: The columns that name a measured point in the report's tables.
+_POINT_COLUMNS = ("model", "network", "policy", "N")
+
 #: Standard deviations of the prediction's spread over start phases within
 #: which a measurement counts as one launch the prediction expects.
 SPREAD_SDS = 2.0
@@ -263,6 +266,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                 "WHERE status = 'ok'"
             ).fetchall()
         }
+        replays = _replay_section(con)
     finally:
         con.close()
     modes = {r[_MODE] for r in points} | {r[0] for r in skipped}
@@ -359,10 +363,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             markdown_table(
                 [
                     *by,
-                    "model",
-                    "network",
-                    "policy",
-                    "N",
+                    *_POINT_COLUMNS,
                     "measured steps/s",
                     "± std",
                     *(["launches: lowest–highest"] if relaunched else []),
@@ -437,6 +438,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ]
         if any(r[10] for r in points):
             text += ["", "Points marked loopback ran unshaped on 127.0.0.1 (no root)."]
+        text += replays
     if skipped:
         text += [
             "",
@@ -449,6 +451,61 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ]
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text("\n".join(text) + "\n")
+
+
+def _replay_section(con: Any) -> list[str]:
+    """The steady points' replays from their measured phases (view ``validation``'s
+    ``replayed_*`` columns), as Markdown lines; none in a store without them."""
+    if not _has_column(con, "validation", "replayed_steps_per_s"):
+        return []
+    rows = con.execute(
+        """
+        SELECT model, network, policy, workers, measured_steps_per_s, predicted_steps_per_s,
+               error_pct, replayed_steps_per_s, replayed_error_pct, measured_phase_distance,
+               predicted_phase_distance, replayed_phase_distance
+        FROM validation WHERE replayed_steps_per_s IS NOT NULL
+        ORDER BY model, bandwidth_bps, network, policy, workers
+        """
+    ).fetchall()
+    if not rows:
+        return []
+
+    def phase(x: float | None) -> str:
+        return "—" if x is None else f"{x:.2f}"
+
+    return [
+        "",
+        "## Replays from the measured phases",
+        "",
+        markdown_table(
+            [
+                *_POINT_COLUMNS,
+                "measured steps/s",
+                "predicted steps/s",
+                "error %",
+                "replayed steps/s",
+                "replay error %",
+                "phase measured / predicted / replayed",
+            ],
+            [
+                (
+                    *r[:6],
+                    f"{r[6]:+.1f}",
+                    r[7],
+                    f"{r[8]:+.1f}",
+                    " / ".join(phase(x) for x in r[9:12]),
+                )
+                for r in rows
+            ],
+        ),
+        "",
+        "Replayed: the prediction started from the phases the measured workers left "
+        "warm-up with (each launch's ends of its last warm-up step) instead of random "
+        "ones; a diagnostic that reads the measurement, not a prediction. It takes the "
+        "launch out of the error: what the replay still misses is the step model and "
+        "how the phases move after warm-up; the difference between the two errors is "
+        'the launch\'s part (docs/steady-state.md, "Replaying a launch").',
+    ]
 
 
 def _busy_steal(busy: float | None, steal: float | None) -> str:

@@ -17,7 +17,7 @@ from sgdsim.io import atomic_path
 
 #: Version of ``schema.sql``; raise it when a table or column changes, so readers
 #: (:func:`sgdsim.sandbox.connect`, the dashboard) refuse a store of another layout.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Parquet file of each profile table inside a normalized tables directory.
 PROFILE_TABLES = {
@@ -116,6 +116,7 @@ def publish(
     measurement_files: Sequence[Path] = (),
     testbed_prediction_files: Sequence[Path] = (),
     imported_dirs: Sequence[Path] = (),
+    replay_files: Sequence[Path] = (),
 ) -> None:
     """Write a fresh DuckDB file at ``db_path`` from the Parquet shards.
 
@@ -129,6 +130,8 @@ def publish(
         prediction_files: Parquet files of predictions, a row per grid point.
         measurement_files: one-row Parquet files, one per measured validation run.
         testbed_prediction_files: one-row Parquet files, the predictions of those runs.
+        replay_files: one-row Parquet files, the steady points' replays from their
+            measured phases (table ``testbed_replays``).
         config_json: the validated config, stored in table ``runs``; its ``cost:``
             fills table ``prices`` (see :func:`price_rows`).
         imported_dirs: tables directories written by ``sgdsim import``
@@ -153,6 +156,7 @@ def publish(
                 ("predictions", prediction_files),
                 ("measurements", measurement_files),
                 ("testbed_predictions", testbed_prediction_files),
+                ("testbed_replays", replay_files),
             ):
                 if shards:
                     files = [str(p) for p in shards]

@@ -113,6 +113,17 @@ def validation_prediction_files():
     return _validation_files("predictions")
 
 
+def replay_files():
+    """One Parquet file per steady asynchronous point with N > 1: its prediction
+    replayed from the measured launch's phases (rule replay_testbed)."""
+    return [
+        f"results/validation/replays/{p['hardware']}/{p['model']}/{p['network']}/"
+        f"{p['policy']}/{p['mode']}/w{p['workers']}.parquet"
+        for p in VALIDATION
+        if p["protocol"] == "steady" and p["mode"] == "async" and p["workers"] > 1
+    ]
+
+
 def _point_key(p):
     return tuple(
         str(p[k]) for k in ("hardware", "model", "network", "policy", "mode", "workers")

@@ -5,6 +5,7 @@ rule publish:
         predictions=prediction_files(),
         measurements=measurement_files(),
         testbed_predictions=validation_prediction_files(),
+        replays=replay_files(),
         imported=imported_tables(),
     output:
         db="results/sgdsim.duckdb",

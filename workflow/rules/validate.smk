@@ -94,3 +94,26 @@ rule predict_testbed:
         runtime=10,
     script:
         "../scripts/predict_testbed.py"
+
+
+rule replay_testbed:
+    """Diagnostic of a measured steady point: its prediction started from the phases its real workers left warm-up with."""
+    input:
+        measurement=rules.measure.output.measurement,
+        workload=rules.normalize.output.workload,
+        profile=rules.normalize.output.tables,
+        calibration=rules.calibrate_testbed.output.calibration,
+        push_join=push_join_file,
+    output:
+        replay="results/validation/replays/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.parquet",
+    log:
+        "results/logs/replay_testbed/{hardware}/{model}/{network}/{policy}/{mode}/w{workers}.log",
+    wildcard_constraints:
+        mode="async",
+    conda:
+        "../../environment.yml"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../scripts/replay_testbed.py"

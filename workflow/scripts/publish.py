@@ -13,5 +13,6 @@ with stage_errors("publish"):
         snakemake.config,
         measurement_files=list(snakemake.input.measurements),
         testbed_prediction_files=list(snakemake.input.testbed_predictions),
+        replay_files=list(snakemake.input.replays),
         imported_dirs=list(snakemake.input.imported),
     )

@@ -206,6 +206,7 @@ def publish_stage(
     measurement_files: Sequence[str] = (),
     testbed_prediction_files: Sequence[str] = (),
     imported_dirs: list[str] | None = None,
+    replay_files: Sequence[str] = (),
 ) -> None:
     """Build ``results/sgdsim.duckdb`` (see :func:`sgdsim.store.publish`).
 
@@ -221,6 +222,7 @@ def publish_stage(
         measurement_files=[Path(p) for p in measurement_files],
         testbed_prediction_files=[Path(p) for p in testbed_prediction_files],
         imported_dirs=[Path(d) for d in imported_dirs or []],
+        replay_files=[Path(p) for p in replay_files],
     )
 
 

@@ -1,5 +1,5 @@
 """Stages of the measured validation: calibrate_testbed, profile_allreduce, measure,
-predict_testbed.
+predict_testbed, replay_testbed.
 
 A validation point is measured on the emulated-network testbed
 (:mod:`sgdsim.testbed`) in its mode (``async``, ``sync_ps`` or ``allreduce``)
@@ -734,6 +734,7 @@ def predict_testbed_stage(
     calibration_path: str | None = None,
     allreduce_step_path: str | None = None,
     push_calibration_path: str | None = None,
+    start_offsets_s: Sequence[Sequence[float]] | None = None,
 ) -> None:
     """Predict one validation point for the testbed's placement; one-row Parquet file.
 
@@ -759,6 +760,8 @@ def predict_testbed_stage(
     cost for this N becomes ``simulation.allreduce.message_overhead_s``.
     ``push_calibration_path``: the model's :func:`calibrate_push_join_stage`
     result on this network, its push join delay (0 without it).
+    ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
+    runs instead of the seeded ones (:func:`replay_testbed_stage`).
 
     Raises:
         ConfigError: an ``allreduce`` point without ``allreduce_step_path``.
@@ -806,7 +809,7 @@ def predict_testbed_stage(
         start_window_s=config["validation"]["start_window_s"],
     )
     rule = steady_rule(config, wildcards)
-    offsets = None
+    offsets = None if start_offsets_s is None else [list(r) for r in start_offsets_s]
     if rule is None and mode == "async":
         offsets = validation_offsets(config, workload, network, wildcards)
     proto = _episode_protocol(config, wildcards)
@@ -832,7 +835,7 @@ def predict_testbed_stage(
             mode=mode,
             start_offsets_s=offsets,
             episodes=None
-            if offsets is None
+            if offsets is None or rule is not None
             else (proto["warmup_s"], proto["duration_s"], proto["min_steps"]),
             steady=rule,
         ),
@@ -842,3 +845,91 @@ def predict_testbed_stage(
         row["start_offsets_s"] = offsets
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
+
+
+def replay_offsets(measurement: dict[str, Any], warmup_steps: int) -> list[list[float]] | None:
+    """Start phases of a measured steady point's launches, (R, N) seconds.
+
+    For each launch (``run_step_end_times``, else ``step_end_times``), every
+    worker's end of its last warm-up step (step ``warmup_steps``, the
+    first step end with ``warmup_steps`` = 0 as well) less the earliest of
+    them: the phases the workers leave warm-up with. None for one worker, a
+    measurement that did not run (``status`` other than ``ok``), or a launch
+    in which a worker recorded fewer step ends.
+    """
+    launches = measurement.get("run_step_end_times") or [measurement.get("step_end_times")]
+    if measurement.get("status") != "ok" or not launches[0] or len(launches[0]) < 2:
+        return None
+    k = max(warmup_steps, 1) - 1
+    rows = []
+    for ends in launches:
+        if not ends or any(len(e) <= k for e in ends):
+            return None
+        first = [float(e[k]) for e in ends]
+        rows.append([t - min(first) for t in first])
+    return rows
+
+
+def replay_testbed_stage(
+    config: dict[str, Any],
+    measurement_path: str,
+    workload_path: str,
+    tables_dir: str,
+    out_path: str,
+    wildcards: dict[str, str],
+    calibration_path: str | None = None,
+    push_calibration_path: str | None = None,
+) -> None:
+    """Replay a measured steady point: its prediction started from the phases
+    the real workers left warm-up with; one-row Parquet file.
+
+    A diagnostic, not a prediction: it reads the measurement. Asynchronous
+    workers keep much of the phase they reach, so a steady point's error has
+    a part from the launch (the phases the workers leave warm-up with) and a
+    part from the step model and how the phases move after. The replay runs
+    :func:`predict_testbed_stage` (the same network, calibrations and rule)
+    from each launch's :func:`replay_offsets` (one run per launch, averaged)
+    instead of seeded phases; its error against the measurement is the
+    second part (docs/steady-state.md, "Replaying a launch").
+
+    Columns: the point's keys (model, hardware, network, mode, policy,
+    workers), ``replay_status`` (``ok`` or ``skipped``) with
+    ``replay_reason``, ``replay_steps_per_s``, ``replay_phase_distance`` (the
+    first run's), ``replay_offsets_s`` (R, N) and ``replay_after_step`` (the
+    warm-up step whose ends give the phases).
+    """
+    import tempfile
+
+    config = with_defaults(config)
+    workers = int(wildcards["workers"])
+    row: dict[str, Any] = {
+        k: wildcards[k] for k in ("model", "hardware", "network", "mode", "policy")
+    }
+    row |= {"workers": workers, "replay_status": "skipped", "replay_reason": ""}
+    row |= {"replay_steps_per_s": None, "replay_phase_distance": None, "replay_offsets_s": None}
+    rule = steady_rule(config, wildcards)
+    measured = pl.read_parquet(measurement_path).row(0, named=True)
+    offsets = None
+    if rule is None or row["mode"] != "async":
+        row["replay_reason"] = "only steady asynchronous points are replayed"
+    else:
+        offsets = replay_offsets(measured, rule.warmup_steps)
+        if offsets is None:
+            row["replay_reason"] = f"no step ends to replay (measurement {measured['status']})"
+    row["replay_after_step"] = None if rule is None else max(rule.warmup_steps, 1)
+    if offsets is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            pred = str(Path(tmp) / "replay.parquet")
+            predict_testbed_stage(
+                config, workload_path, tables_dir, pred, wildcards, calibration_path,
+                push_calibration_path=push_calibration_path, start_offsets_s=offsets,
+            )  # fmt: skip
+            r = pl.read_parquet(pred).row(0, named=True)
+        row |= {
+            "replay_status": "ok",
+            "replay_steps_per_s": r["steps_per_s"],
+            "replay_phase_distance": r.get("phase_distance"),
+            "replay_offsets_s": offsets,
+        }
+    with atomic_path(out_path) as tmp_out:
+        pl.DataFrame([row]).write_parquet(tmp_out)

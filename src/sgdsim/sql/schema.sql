@@ -240,6 +240,26 @@ CREATE TABLE testbed_predictions (
     phase_distance   DOUBLE             -- steady, N > 1: as measurements.phase_distance, of the first simulated run
 );
 
+-- One row per steady asynchronous point with N > 1: a diagnostic replay of its
+-- prediction started from the phases the measured workers left warm-up with
+-- (rule replay_testbed; reads the measurement, so it is no prediction). Its error
+-- is what is left of the point's error without the launch: the step model and how
+-- the phases move after warm-up.
+CREATE TABLE testbed_replays (
+    model            VARCHAR NOT NULL,
+    hardware         VARCHAR NOT NULL,
+    network          VARCHAR NOT NULL,
+    mode             VARCHAR NOT NULL,
+    policy           VARCHAR NOT NULL,
+    workers          INTEGER NOT NULL,
+    replay_status    VARCHAR NOT NULL,  -- ok | skipped
+    replay_reason    VARCHAR NOT NULL,  -- why skipped ('' when ok)
+    replay_after_step INTEGER,          -- the warm-up step whose ends give the phases (the last one)
+    replay_offsets_s DOUBLE[][],        -- per launch, each worker's phase: its end of that step less the earliest, s
+    replay_steps_per_s DOUBLE,          -- steps/s simulated from those phases (mean over the launches), all workers
+    replay_phase_distance DOUBLE        -- as measurements.phase_distance, of the first replayed launch
+);
+
 -- Price per node-hour of each hardware and network entry priced in the
 -- config's cost: (entries without a price are absent; none = no cost shown).
 CREATE TABLE prices (

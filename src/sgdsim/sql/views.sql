@@ -54,11 +54,21 @@ SELECT
     p.steps_per_s_std AS predicted_steps_per_s_std,
     -- each launch's steps/s where a point was launched several times (runs > 1;
     -- measured_steps_per_s is their mean); NULL or one value: one launch
-    m.run_steps_per_s AS measured_run_steps_per_s
+    m.run_steps_per_s AS measured_run_steps_per_s,
+    -- steady async, N > 1: the prediction replayed from the measured workers'
+    -- phases after warm-up (a diagnostic that reads the measurement): error_pct
+    -- without the launch's part (the step model and the phases' later moves)
+    r.replay_steps_per_s AS replayed_steps_per_s,
+    100 * (r.replay_steps_per_s - m.steps_per_s) / m.steps_per_s AS replayed_error_pct,
+    r.replay_phase_distance AS replayed_phase_distance
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
  AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
+LEFT JOIN testbed_replays r
+  ON r.model = m.model AND r.hardware = m.hardware AND r.network = m.network
+ AND r.mode = m.mode AND r.policy = m.policy AND r.workers = m.workers
+ AND r.replay_status = 'ok'
 WHERE m.status = 'ok';
 
 -- Mean absolute percentage error (MAPE) and maximum error per model, mode,
