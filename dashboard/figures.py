@@ -633,13 +633,15 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
     """Measured and predicted steps/s against workers for one model: per network,
     SGD mode and policy, the measurements as markers with their standard deviation over episodes
     and the prediction as a dashed line of the same colour; where a point was launched
-    several times (``measured_run_steps_per_s``), each launch as a small open marker.
+    several times (``measured_run_steps_per_s``), each launch as a small open marker;
+    where a steady point was replayed from its measured phases
+    (``replayed_steps_per_s``, a diagnostic), the replay as a cross.
 
     Args:
         df: rows of the ``validation`` view for one model (columns network,
             bandwidth_bps, mode (``async`` when absent), policy, workers, measured_steps_per_s,
             measured_steps_per_s_std, predicted_steps_per_s; optional
-            measured_run_steps_per_s).
+            measured_run_steps_per_s, replayed_steps_per_s).
         model: model name, for the title.
     """
     fig = go.Figure()
@@ -701,6 +703,28 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
                     name=f"{label} launches",
                     hovertemplate="N=%{x}<br>one launch %{y:.3g} steps/s"
                     + f"<extra>{label}</extra>",
+                )
+            )
+        replays = (
+            d.filter(pl.col("replayed_steps_per_s").is_not_null())
+            if "replayed_steps_per_s" in d.columns
+            else d.clear()
+        )
+        if replays.height:
+            fig.add_trace(
+                go.Scatter(
+                    x=replays["workers"].to_list(),
+                    y=replays["replayed_steps_per_s"].to_list(),
+                    mode="markers",
+                    marker={
+                        "color": color,
+                        "size": 9,
+                        "symbol": "x-thin",
+                        "line": {"width": 2, "color": color},
+                    },
+                    name=f"{label} replayed from measured phases",
+                    hovertemplate="N=%{x}<br>replayed %{y:.3g} steps/s (a diagnostic: the "
+                    "prediction from the measured workers' phases)" + f"<extra>{label}</extra>",
                 )
             )
     fig.update_layout(

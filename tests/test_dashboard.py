@@ -253,6 +253,13 @@ def test_validation_figure_pairs_measured_markers_with_predicted_lines():
     ]
     assert list(launched[2].x) == [2, 2, 2] and list(launched[2].y) == [1.7, 1.8, 1.9]
     assert len(launched) == 7  # one launch is no trace
+    # a replayed steady point: a cross at its replayed rate after its curve's line
+    replayed = validation_figure(
+        df.with_columns(replayed_steps_per_s=pl.Series([None, 1.75, None, None])), "M"
+    ).data
+    assert replayed[2].name == "100Mbps · async · tf_default replayed from measured phases"
+    assert list(replayed[2].x) == [2] and list(replayed[2].y) == [1.75]
+    assert replayed[2].marker.symbol == "x-thin" and len(replayed) == 7
     assert list(measured.x) == [1, 2] and list(measured.y) == [1.0, 1.8]
     assert list(measured.error_y.array) == [0.05, 0.0]  # a missing std draws no bar
     assert list(predicted.y) == [1.1, 1.7]
