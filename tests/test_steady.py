@@ -271,6 +271,8 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
         "FROM testbed_replays ORDER BY workers"
     ).fetchall()
     assert [(r[0], r[1]) for r in replays] == [(1, "skipped"), (2, "ok")]
+    (why,) = con.execute("SELECT replay_reason FROM testbed_replays WHERE workers = 1").fetchone()
+    assert why == "one worker has no phases to replay"
     offsets = replays[1][2]
     assert replays[1][4] == 3 and len(offsets) == 2  # two launches
     for row, launch in zip(offsets, each, strict=True):

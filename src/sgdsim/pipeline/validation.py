@@ -912,6 +912,8 @@ def replay_testbed_stage(
     offsets = None
     if rule is None or row["mode"] != "async":
         row["replay_reason"] = "only steady asynchronous points are replayed"
+    elif workers == 1:
+        row["replay_reason"] = "one worker has no phases to replay"
     else:
         offsets = replay_offsets(measured, rule.warmup_steps)
         if offsets is None:
