@@ -4,6 +4,7 @@ from Parquet files written here (expected ratios worked out by hand)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +151,12 @@ def measured_point(n: int, measured: float, predicted: float) -> tuple[dict, dic
     return m, p
 
 
-def measured_store(tmp_path: Path, pts: list[tuple[dict, dict]] | None = None) -> Path:
-    """``pts`` (default: two asynchronous points, errors +10 % and −10 %) as a store
-    (shards without a mode column, as stores written before measurements carried it)."""
+def measured_store(
+    tmp_path: Path, pts: list[tuple[dict, dict]] | None = None, replays: Sequence[dict] = ()
+) -> Path:
+    """``pts`` (default: two asynchronous points, errors +10 % and −10 %) and
+    ``replays`` (rows of table testbed_replays) as a store (shards without a mode
+    column, as stores written before measurements carried it)."""
     if pts is None:
         pts = [measured_point(1, 10.0, 11.0), measured_point(2, 20.0, 18.0)]
     files = []
@@ -160,8 +164,15 @@ def measured_store(tmp_path: Path, pts: list[tuple[dict, dict]] | None = None) -
         for kind, row in (("m", m), ("p", p)):
             files.append(tmp_path / f"{kind}{i}.parquet")
             pl.DataFrame([row]).write_parquet(files[-1])
+    shards = []
+    for i, row in enumerate(replays):
+        shards.append(tmp_path / f"r{i}.parquet")
+        pl.DataFrame([row]).write_parquet(shards[-1])
     db = tmp_path / "sgdsim.duckdb"
-    publish(db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2])
+    publish(
+        db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2],
+        replay_files=shards,
+    )  # fmt: skip
     return db
 
 
@@ -421,20 +432,7 @@ def test_validation_view_and_report_show_a_steady_points_replay(tmp_path):
     ok |= {"replay_offsets_s": [[0.0, 0.7]], "replay_steps_per_s": 21.0}
     ok |= {"replay_phase_distance": 0.2}
     skipped = {**key, "workers": 1, "replay_status": "skipped", "replay_reason": "one worker"}
-    shards = []
-    for i, row in enumerate((ok, skipped)):
-        shards.append(tmp_path / f"r{i}.parquet")
-        pl.DataFrame([row]).write_parquet(shards[-1])
-    files = []
-    for i, (m, p) in enumerate((one, two)):
-        for kind, row in (("m", m), ("p", p)):
-            files.append(tmp_path / f"{kind}{i}.parquet")
-            pl.DataFrame([row]).write_parquet(files[-1])
-    db = tmp_path / "sgdsim.duckdb"
-    publish(
-        db, [], [], measurement_files=files[0::2], testbed_prediction_files=files[1::2],
-        replay_files=shards,
-    )  # fmt: skip
+    db = measured_store(tmp_path, [one, two], [ok, skipped])
     con = duckdb.connect(str(db), read_only=True)
     try:
         got = con.execute(

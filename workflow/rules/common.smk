@@ -95,11 +95,11 @@ from sgdsim.config import validation_points
 VALIDATION = validation_points(config)
 
 
-def _validation_files(kind):
+def _validation_files(kind, points=VALIDATION):
     return [
         f"results/validation/{kind}/{p['hardware']}/{p['model']}/{p['network']}/"
         f"{p['policy']}/{p['mode']}/w{p['workers']}.parquet"
-        for p in VALIDATION
+        for p in points
     ]
 
 
@@ -116,12 +116,12 @@ def validation_prediction_files():
 def replay_files():
     """One Parquet file per steady asynchronous point with N > 1: its prediction
     replayed from the measured launch's phases (rule replay_testbed)."""
-    return [
-        f"results/validation/replays/{p['hardware']}/{p['model']}/{p['network']}/"
-        f"{p['policy']}/{p['mode']}/w{p['workers']}.parquet"
+    steady = [
+        p
         for p in VALIDATION
         if p["protocol"] == "steady" and p["mode"] == "async" and p["workers"] > 1
     ]
+    return _validation_files("replays", steady)
 
 
 def _point_key(p):
