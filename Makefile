@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
 
 # Debian packages the tests drive for real: Chromium + ChromeDriver (dashboard
-# test), iproute2 (emulated-network testbed), slurm-wlm + munge (the one-node
+# test), iproute2 + tcpdump (emulated-network testbed and its captures), slurm-wlm + munge (the one-node
 # SLURM cluster of tests/test_slurm.py). Installed when running as root and
 # missing; otherwise the tests that need them skip and say why.
 system-deps:
@@ -30,6 +30,7 @@ system-deps:
 	test -x /usr/bin/chromium || missing="$$missing chromium"; \
 	test -x /usr/bin/chromedriver || missing="$$missing chromium-driver"; \
 	{ command -v ip >/dev/null && command -v tc >/dev/null; } || missing="$$missing iproute2"; \
+	command -v tcpdump >/dev/null || missing="$$missing tcpdump"; \
 	{ command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null; } || missing="$$missing slurm-wlm"; \
 	command -v munged >/dev/null || missing="$$missing munge"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \

@@ -205,24 +205,23 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
         assert all(cal["ring_step_s"][n] > cal["ring_alone_step_s"][n] for n in ring)
         for n, used, sync_path in alpha:
             assert sync_path and used == (cal["message_overhead_s"][str(n)] if n > 1 else 0.0)
-    # each async point's push join delay is its model's own race on its network
+    # each async point's join delays are its model's own, from two workers training it
+    # on its network with the PS's port captured
     pushes = con.execute(
-        "SELECT DISTINCT model, hardware, network, push_join_delay_s FROM testbed_predictions "
-        "WHERE mode = 'async'"
+        "SELECT DISTINCT model, hardware, network, push_join_delay_s, pull_join_delay_s "
+        "FROM testbed_predictions WHERE mode = 'async'"
     ).fetchall()
     assert pushes
-    for model, hardware, network, delay in pushes:
-        race_path = tiny_run / "results/validation/calibration" / network / hardware
-        race = json.loads((race_path / f"{model}.push.json").read_text())
-        wl = json.loads((tiny_run / "results/workloads" / hardware / f"{model}.json").read_text())
-        assert race["status"] == "ok" and race["push_race_tensors"] == len(wl["push_bytes"])
-        # the mean over its 20 races, clipped at 0
-        assert race["push_race_statistic"] == "mean" and len(race["push_race_growth_s"]) == 20
-        assert (
-            delay
-            == race["push_join_delay_s"]
-            == max(0.0, statistics.fmean(race["push_race_growth_s"]))
-        )
+    for model, hardware, network, push, pull in pushes:
+        cal_path = tiny_run / "results/validation/calibration" / network / hardware
+        joins = json.loads((cal_path / f"{model}.push.json").read_text())
+        assert joins["status"] == "ok" and joins["method"] == "training capture"
+        assert joins["pair_steps_per_s"] > 0
+        for delay, growth in ((push, "push_join_growth_s"), (pull, "pull_join_growth_s")):
+            g = joins[growth]
+            # the mean lateness of the joins, clipped at 0; none with fewer than 5
+            assert delay == (max(0.0, statistics.fmean(g)) if len(g) >= 5 else 0.0)
+            assert all(-1.0 < x < 1.0 for x in g)
     # each allreduce point is predicted from one worker timed alone by its own
     # measure job, right before the run (the VM's speed moves over minutes)
     steps = con.execute(

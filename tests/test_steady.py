@@ -308,11 +308,13 @@ def test_push_join_is_not_used_through_a_fifo_and_reaches_the_prediction(tmp_pat
     net = dict(config["validation"]["networks"][0], queue="fifo", buffer_bytes=62_500)
     config["validation"]["networks"] = [net]
     out = tmp_path / "push.json"
-    calibrate_push_join_stage(config, str(tmp_path / "w.json"), str(out), net["name"])
+    calibrate_push_join_stage(
+        config, str(tmp_path / "w.json"), str(out), net["name"], "cpu", "LeNet5"
+    )
     got = json.loads(out.read_text())
-    # no race through a FIFO: the joiner's share there is not a late fair share
+    # no join delay through a FIFO: the joiner's share there is not a late fair share
     assert got["status"] == "not_used" and got["push_join_delay_s"] == 0.0
-    assert "fifo" in got["reason"] and "push_race_growth_s" not in got
+    assert "fifo" in got["reason"] and "push_join_growth_s" not in got
 
 
 @pytest.mark.slow

@@ -815,3 +815,26 @@ def test_a_step_tensorflow_aborts_is_run_again_a_few_times():
         run_step(Session(ABORT_RETRIES + 1), "train", Aborted, 0)
     with pytest.raises(ValueError):  # other errors are not retried
         run_step(type("S", (), {"run": lambda self, op: int("x")})(), "train", Aborted, 0)
+
+
+def test_a_capture_of_the_ps_port_sees_both_directions_of_a_transfer(testbed_ok, tmp_path):
+    from sgdsim.testbed.calibrate import _transfer
+    from sgdsim.testbed.capture import read_pcap
+
+    size = 3_000_000
+    path = tmp_path / "ps.pcap"
+    with Testbed(workers=1, bandwidth_bps=100e6) as tb:
+        cap = tb.capture("ps", str(path), lifetime_s=60)
+        time.sleep(1.0)  # tcpdump listening
+        t0 = time.time()
+        _transfer(size, tb, timeout_s=60)
+        t1 = time.time()
+        time.sleep(0.5)
+    assert cap.poll() is not None  # stopped with the testbed
+    p = read_pcap(path)
+    ps, w0 = (int(tb.address(h).rsplit(".", 1)[1]) for h in ("ps", "w0"))
+    for src, dst in ((ps, w0), (w0, ps)):  # every byte each way, while the transfer ran
+        m = (p.src == src) & (p.dst == dst)
+        assert size <= p.payload[m].sum() < 1.15 * size  # with what the shapers made resend
+        assert t0 <= p.t[m].min() and p.t[m].max() <= t1
+    assert not any(n.startswith(tb.run_id) for n in namespaces())

@@ -36,7 +36,7 @@ rule calibrate_testbed:
 
 
 rule calibrate_push_join:
-    """Per model and network: how late a push that joins another worker's gets its share (the model's own pushes, raced nearly in phase)."""
+    """Per model and network: how late a push or pull that joins another worker's gets its share, from a capture of two workers training the model."""
     input:
         workload=rules.normalize.output.workload,
     output:

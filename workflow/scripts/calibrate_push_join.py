@@ -11,4 +11,6 @@ with stage_errors("calibrate_push_join"):
         snakemake.input.workload,
         snakemake.output.calibration,
         snakemake.wildcards.network,
+        snakemake.wildcards.hardware,
+        snakemake.wildcards.model,
     )

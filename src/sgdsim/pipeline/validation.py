@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import statistics
 import sys
 import zlib
@@ -543,25 +544,29 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
 
 
 def calibrate_push_join_stage(
-    config: dict[str, Any], workload_path: str, out_path: str, network_name: str
+    config: dict[str, Any],
+    workload_path: str,
+    out_path: str,
+    network_name: str,
+    hardware: str,
+    model: str,
 ) -> None:
-    """Calibrate one model's push join delay on one validation network (JSON).
+    """Calibrate one model's join delays on one validation network (JSON).
 
-    Writes ``{"status": "ok", "push_join_delay_s": …, "push_race_growth_s":
-    […], "push_race_bytes": …, "push_race_tensors": …, "lag_fraction": …,
-    "push_race_statistic": "mean"}``
-    from :func:`sgdsim.testbed.calibrate.model_push_join_delay`: two real
-    workers race the model's own pushes (the workload's ``push_bytes``),
-    nearly in phase, through the network's NICs, with the validation
-    hardware's threads; the delay is the mean over the races (clipped at
-    0). Through a ``fifo`` queue the status is ``not_used`` and the delay 0:
-    a join delay is the late start of a fair share, and a
-    FIFO gives the joiner a share of its own (its races scatter over
-    hundreds of milliseconds either way, docs/steady-state.md); ``skipped``
-    with the reason where the testbed cannot run.
+    Writes ``{"status": "ok", "push_join_delay_s": …, "pull_join_delay_s": …,
+    "push_join_growth_s": […], "pull_join_growth_s": […], "pair_steps_per_s":
+    …, "method": "training capture"}`` from
+    :func:`sgdsim.testbed.calibrate.training_join_delays`: two real workers
+    train the model on the network's NICs (the validation hardware's
+    threads) while the PS's port is captured; each delay is the mean lateness
+    of the joins the capture shows. Through a ``fifo`` queue the status is
+    ``not_used`` and the delays 0: a join delay is the late start of a fair
+    share, and a FIFO gives the joiner a share of its own
+    (docs/steady-state.md); ``skipped`` with the reason where the testbed
+    cannot run.
 
     Raises:
-        CalibrationError: a race failed (nothing is written).
+        MeasurementError: the pair's run failed (nothing is written).
     """
     from sgdsim.simulation import Workload
     from sgdsim.testbed import check_available
@@ -572,6 +577,8 @@ def calibrate_push_join_stage(
     row: dict[str, Any] = {"network": net["name"], "push_join_delay_s": 0.0}
     queue = _validation_queue(config, net)
     why = None if queue != "fair" else check_available()
+    if why is None and queue == "fair" and shutil.which("tcpdump") is None:
+        why = "tcpdump is not installed (Debian: apt-get install tcpdump; make system-deps)"
     if queue != "fair":
         row |= {
             "status": "not_used",
@@ -581,30 +588,32 @@ def calibrate_push_join_stage(
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why}
     else:
-        from sgdsim.testbed.calibrate import MODEL_PUSH_LAG_FRACTION, model_push_join_delay
+        from sgdsim.testbed.calibrate import training_join_delays
 
-        hw = entry(config, "hardware", config["validation"]["hardware"])
-        race = model_push_join_delay(
+        joins = training_join_delays(
+            profile_spec(config, hardware, model),
             float(net["bandwidth_bps"]),
-            list(workload.push_bytes),
+            float(workload.pull_bytes.sum()),
+            float(workload.push_bytes.sum()),
             mtu=_validation_mtu(config, net),
             queue=queue,
             buffer_bytes=_link(config, net, "buffer_bytes"),
-            threads=int(hw["inter_op_threads"]),
         )
         row |= {
             "status": "ok",
             "reason": "",
-            "push_join_delay_s": race.delay_s,
-            "push_race_growth_s": list(race.growth_s),
-            "push_race_bytes": race.bytes_each,
-            "push_race_tensors": len(workload.push_bytes),
-            "lag_fraction": MODEL_PUSH_LAG_FRACTION,
-            "push_race_statistic": "mean",
+            "method": "training capture",
+            "push_join_delay_s": joins.push_delay_s,
+            "pull_join_delay_s": joins.pull_delay_s,
+            "push_join_growth_s": list(joins.push_growth_s),
+            "pull_join_growth_s": list(joins.pull_growth_s),
+            "pair_steps_per_s": joins.steps_per_s,
         }
         print(
-            f"[calibrate] {net['name']}: a push of this model's {len(workload.push_bytes)} "
-            f"tensors that joins another's gets its share {race.delay_s * 1e3:.2f} ms late",
+            f"[calibrate] {net['name']}: in two workers' training, a push that joins the "
+            f"other's gets its share {joins.push_delay_s * 1e3:.2f} ms late "
+            f"({len(joins.push_growth_s)} joins), a pull {joins.pull_delay_s * 1e3:.2f} ms "
+            f"({len(joins.pull_growth_s)} joins)",
             file=sys.stderr,
         )
     with atomic_path(out_path) as tmp:
@@ -783,7 +792,10 @@ def predict_testbed_stage(
         join_delay = float(cal.get("pull_join_delay_s", 0.0))
         overhead = _message_overhead(cal, workers)
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
-        push_delay = float(json.loads(Path(push_calibration_path).read_text())["push_join_delay_s"])
+        joins = json.loads(Path(push_calibration_path).read_text())
+        push_delay = float(joins["push_join_delay_s"])
+        if joins.get("method") == "training capture":  # the model's own, from training
+            join_delay = float(joins["pull_join_delay_s"])
     extra: dict[str, Any] = {}
     if mode == "allreduce":
         if allreduce_step_path is None:

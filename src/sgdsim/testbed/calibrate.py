@@ -39,6 +39,7 @@ from typing import Any
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
+from sgdsim.protocol import SteadyRule
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
 from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks, wait_workers
 
@@ -328,6 +329,99 @@ def model_push_join_delay(
         gap_s=gap_s,
         statistic="mean",
         **kwargs,
+    )
+
+
+#: The training pair's run: 3 warm-up steps, then until 20 steps each (or 60 s).
+TRAINING_JOIN_RULE = SteadyRule(warmup_steps=3, settle_s=0.0, min_steps=20, max_s=60.0)
+
+#: Joins counted at least for a delay; fewer give 0 with the reason.
+MIN_JOINS = 5
+
+
+@dataclass(frozen=True)
+class TrainingJoins:
+    """How late a transfer that joins another worker's gets its share, in real training.
+
+    Attributes:
+        push_delay_s: mean of ``push_growth_s``, clipped at 0 (0 with fewer
+            than :data:`MIN_JOINS` joins): the simulator's ``push_join_delay_s``.
+        pull_delay_s: the same for pulls: ``pull_join_delay_s``.
+        push_growth_s: (joins,) each push join's lateness, seconds
+            (:func:`sgdsim.testbed.capture.join_losses`).
+        pull_growth_s: (joins,) each pull join's, seconds.
+        steps_per_s: the pair's throughput over the run, steps/s.
+    """
+
+    push_delay_s: float
+    pull_delay_s: float
+    push_growth_s: tuple[float, ...]
+    pull_growth_s: tuple[float, ...]
+    steps_per_s: float
+
+
+def training_join_delays(
+    spec: Any,
+    bandwidth_bps: float,
+    pull_bytes: float,
+    push_bytes: float,
+    *,
+    rule: SteadyRule = TRAINING_JOIN_RULE,
+    **link: Any,
+) -> TrainingJoins:
+    """The join delays of one model on one network, from two workers training it.
+
+    Two real workers train ``spec`` asynchronously on the testbed (launched
+    together, phases left to themselves, as in a training job) while a
+    header capture records the PS's port. Every pull or push of one worker
+    that starts while the other's is on the wire gives one join
+    (:func:`sgdsim.testbed.capture.join_losses`: how much later than a fair
+    share from its first packet the joiner got its bytes); the delay is the
+    mean over the joins, the lead a join gives away on average. Races of
+    pre-made tensors (:func:`model_push_join_delay`) see a third of it for
+    pushes: in training the joiner starts its push as its backward pass starts
+    and its pull as the other's stream runs (docs/steady-state.md, "Joins in
+    training").
+
+    Args:
+        spec: the model's :class:`~sgdsim.profiling.spec.ProfileSpec`.
+        bandwidth_bps: the testbed NIC rate, bit/s.
+        pull_bytes: bytes a step pulls (the workload's ``pull_bytes`` summed).
+        push_bytes: bytes a step pushes.
+        rule: how long the pair trains.
+        link: ``mtu``, ``queue``, ``buffer_bytes`` of
+            :func:`sgdsim.testbed.run_steady_measurement`.
+
+    Raises:
+        ValueError: bytes or ``bandwidth_bps`` not > 0.
+        MeasurementError, TestbedUnavailable: as
+            :func:`~sgdsim.testbed.run_steady_measurement`.
+        FileNotFoundError: ``tcpdump`` is not installed.
+    """
+    from sgdsim.testbed.capture import join_losses, read_pcap
+    from sgdsim.testbed.steady import run_steady_measurement
+
+    if not (bandwidth_bps > 0 and pull_bytes > 0 and push_bytes > 0):
+        raise ValueError(
+            f"bandwidth and bytes must be > 0, got {bandwidth_bps}, {pull_bytes}, {push_bytes}"
+        )
+    with tempfile.TemporaryDirectory(prefix="sgdsim-joins-") as tmp:
+        path = str(Path(tmp) / "ps.pcap")
+        r = run_steady_measurement(spec, 2, bandwidth_bps, rule=rule, capture_path=path, **link)
+        packets = read_pcap(path)
+    rate = bandwidth_bps / 8
+    growth = {}
+    for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
+        # a step's main transfer (half its bytes at least); windows of 5 % of it
+        growth[direction] = tuple(
+            join_losses(packets, 1, [2, 3], direction, size / 2, min_overlap_s=0.05 * size / rate)
+        )
+
+    def mean(g: tuple[float, ...]) -> float:
+        return max(0.0, statistics.fmean(g)) if len(g) >= MIN_JOINS else 0.0
+
+    return TrainingJoins(
+        mean(growth["push"]), mean(growth["pull"]), growth["push"], growth["pull"], r.steps_per_s
     )
 
 

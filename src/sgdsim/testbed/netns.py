@@ -570,6 +570,28 @@ class Testbed:
         self._procs.append(proc)
         return proc
 
+    def capture(self, host: str, path: str, lifetime_s: float) -> subprocess.Popen[bytes]:
+        """Capture the TCP headers crossing ``host``'s bridge port into ``path`` (pcap).
+
+        ``tcpdump`` runs in the bridge namespace, niced, for at most
+        ``lifetime_s`` seconds; :meth:`close` stops it like the other processes
+        (:mod:`sgdsim.testbed.capture` reads the file).
+
+        Raises:
+            TestbedError: the testbed is already closed.
+            KeyError: no such host.
+            FileNotFoundError: ``tcpdump`` is not installed.
+        """
+        from sgdsim.testbed.capture import tcpdump_argv
+
+        self.namespace(host)
+        if self._closed or self._closing:
+            raise TestbedError(f"testbed {self.run_id} is closed")
+        argv = ["nice", "-n", "10", *tcpdump_argv(f"v{host}", path, lifetime_s)]
+        proc = spawn([self._ip, "netns", "exec", self.bridge_namespace, *argv], None)
+        self._procs.append(proc)
+        return proc
+
     def run(
         self, host: str, argv: Sequence[str], timeout_s: float = 60.0
     ) -> subprocess.CompletedProcess[str]:

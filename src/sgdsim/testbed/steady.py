@@ -65,6 +65,7 @@ def run_steady_measurement(
     mtu: int = DEFAULT_MTU,
     queue: str = DEFAULT_QUEUE,
     buffer_bytes: int | None = None,
+    capture_path: str | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers until its
     steady-state throughput has converged (see the module docstring).
@@ -86,6 +87,9 @@ def run_steady_measurement(
             max_step_s, mtu, queue, buffer_bytes: as for
             :func:`sgdsim.testbed.run_async_measurement`.
         rule: the protocol's parameters (default :class:`~sgdsim.protocol.SteadyRule`).
+        capture_path: where to write a header capture of the PS's port
+            (:meth:`~sgdsim.testbed.netns.Testbed.capture`) for the whole run;
+            testbed only.
 
     Returns:
         A :class:`~sgdsim.testbed.run.MeasurementResult` with ``steady`` set:
@@ -115,11 +119,16 @@ def run_steady_measurement(
     procs: dict[str, subprocess.Popen[bytes]] = {}
     background = warn_if_busy()
     decided: list[SteadyEstimate] = []
+    capture: subprocess.Popen[bytes] | None = None
     try:
         testbed, addr, where = open_hosts(
             workers, bandwidth_bps, latency_s, loopback, mtu, queue, buffer_bytes
         )
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
+        if capture_path is not None:
+            if testbed is None:
+                raise ValueError("capture_path needs the testbed (not loopback)")
+            capture = testbed.capture("ps", capture_path, limit_s + 30)
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
             f"worker(s) on {where}; steady state: {rule.warmup_steps} warm-up step(s), "
@@ -193,8 +202,12 @@ def run_steady_measurement(
             est = dataclasses.replace(late, converged=False)
         shares = cpu.fractions(est.start, est.end)
         qdisc = testbed.qdisc_stats() if testbed is not None else {}
+        if capture is not None and capture.poll() is not None:
+            raise MeasurementError(
+                f"the capture (tcpdump) ended early, exit code {capture.returncode}"
+            )
     finally:
-        for p in procs.values():
+        for p in [*([capture] if capture is not None else []), *procs.values()]:
             stop(p)
         if testbed is not None:
             testbed.close()

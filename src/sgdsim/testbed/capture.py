@@ -1,0 +1,196 @@
+"""Header captures of the PS's port on the testbed, and the joins they show.
+
+A capture (``tcpdump`` in the testbed's bridge namespace, on the PS's port)
+records when every TCP segment between the PS and a worker crossed the port,
+in both directions: pulls as the PS's NIC sent them, pushes as the port
+delivered them to the PS. :func:`join_losses` reads from it how much later
+than a fair share a transfer that joins another worker's gets its bytes: the
+join delay of the simulator (:class:`sgdsim.simulation.connection.Connection`)
+as real training shows it, which races of pre-made tensors understate
+(docs/steady-state.md, "Joins in training").
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: Bytes of each packet kept: Ethernet, IPv4 and TCP headers with options.
+SNAPLEN = 96
+
+_PCAP_MAGIC = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}
+
+
+def tcpdump_argv(port: str, path: str, lifetime_s: float) -> list[str]:
+    """Command that captures the TCP headers crossing ``port`` into ``path``.
+
+    Packet-buffered (``-U``) so that the file is whole up to the last packet
+    if the capture is stopped by a signal; it ends by itself after
+    ``lifetime_s`` seconds.
+
+    Raises:
+        FileNotFoundError: ``tcpdump`` or ``timeout`` is not installed.
+    """
+    tcpdump, timeout = shutil.which("tcpdump"), shutil.which("timeout")
+    if tcpdump is None or timeout is None:
+        raise FileNotFoundError(
+            "tcpdump is not installed (Debian: apt-get install tcpdump; `make system-deps` "
+            "does it as root)"
+        )
+    return [
+        timeout, f"{lifetime_s:.0f}", tcpdump, "-i", port, "-s", str(SNAPLEN), "-B", "16384",
+        "-U", "--immediate-mode", "-n", "-q", "-Z", "root", "-w", path, "tcp",
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Packets:
+    """The TCP segments of a capture that carry payload.
+
+    Attributes:
+        t: (n,) capture times, seconds (``time.time()`` clock).
+        src: (n,) last octet of the source IPv4 address.
+        dst: (n,) last octet of the destination IPv4 address.
+        payload: (n,) TCP payload bytes.
+    """
+
+    t: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    payload: np.ndarray
+
+
+def read_pcap(path: str | Path) -> Packets:
+    """Read a classic pcap file of Ethernet/IPv4/TCP packets (others are skipped).
+
+    A record cut short at the end (a capture stopped mid-write) is ignored.
+
+    Raises:
+        ValueError: not a little-endian pcap file.
+    """
+    b = Path(path).read_bytes()
+    if len(b) < 24 or struct.unpack_from("<I", b)[0] not in _PCAP_MAGIC:
+        raise ValueError(f"{path}: not a pcap capture (tcpdump -w)")
+    scale = _PCAP_MAGIC[struct.unpack_from("<I", b)[0]]
+    t, src, dst, pay = [], [], [], []
+    off, n = 24, len(b)
+    while off + 16 <= n:
+        sec, frac, incl, _ = struct.unpack_from("<IIII", b, off)
+        off += 16
+        pkt = b[off : off + incl]
+        off += incl
+        if len(pkt) < incl or len(pkt) < 54 or pkt[12:14] != b"\x08\x00" or pkt[23] != 6:
+            continue  # cut short, not IPv4, or not TCP
+        ihl = (pkt[14] & 15) * 4
+        if len(pkt) < 14 + ihl + 13:
+            continue
+        total = struct.unpack_from(">H", pkt, 16)[0]
+        tcp_header = (pkt[14 + ihl + 12] >> 4) * 4
+        size = total - ihl - tcp_header
+        if size > 0:
+            t.append(sec + frac * scale)
+            src.append(pkt[29])
+            dst.append(pkt[33])
+            pay.append(size)
+    return Packets(
+        np.array(t, dtype=float),
+        np.array(src, dtype=np.int64),
+        np.array(dst, dtype=np.int64),
+        np.array(pay, dtype=np.int64),
+    )
+
+
+def bursts(t: np.ndarray, size: np.ndarray, gap_s: float, min_bytes: float) -> np.ndarray:
+    """Transfers of one flow: runs of packets less than ``gap_s`` apart that carry
+    at least ``min_bytes`` in all.
+
+    Args:
+        t: (n,) sorted packet times, seconds.
+        size: (n,) payload bytes.
+
+    Returns:
+        (k, 2) start and end of each transfer (its first and last packet), seconds.
+    """
+    if len(t) == 0:
+        return np.zeros((0, 2))
+    cut = np.flatnonzero(np.diff(t) > gap_s)
+    first, last = np.r_[0, cut + 1], np.r_[cut, len(t) - 1]
+    total = np.add.reduceat(size, first)
+    keep = total >= min_bytes
+    return np.column_stack([t[first[keep]], t[last[keep]]])
+
+
+def join_losses(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    gap_s: float = 0.02,
+    min_overlap_s: float = 0.0,
+) -> list[float]:
+    """How much later than a fair share each joining transfer got its bytes, seconds.
+
+    For every two workers' transfers in ``direction`` where one (the joiner)
+    starts while the other's is on the wire and ends after it, with no third
+    worker's transfer in that window: over the window from the joiner's first
+    packet to the other's last, ``(B_first - B_joiner) / rate``, where ``B``
+    are the bytes each moved in the window and ``rate`` both together per
+    second. Fair sharing from the first packet gives 0; a joiner that gets
+    its share ``d`` seconds late, as the simulator's join delay holds it,
+    gives ``d`` (the first one alone at the full rate for ``d``).
+
+    Args:
+        packets: the capture (:func:`read_pcap`).
+        server: last address octet of the PS.
+        workers: last address octets of the workers.
+        direction: ``"push"`` (worker to PS) or ``"pull"`` (PS to worker).
+        min_bytes: bytes a transfer carries at least (half a step's, say),
+            so that a step's small messages are not taken for one.
+        gap_s: longest pause inside one transfer, seconds.
+        min_overlap_s: shortest window counted, seconds.
+
+    Returns:
+        One growth per join, in time order of the joins.
+
+    Raises:
+        ValueError: unknown ``direction``.
+    """
+    if direction not in ("push", "pull"):
+        raise ValueError(f"direction must be 'push' or 'pull', got {direction!r}")
+    p = packets
+    flows = {}
+    for w in workers:
+        sender, receiver = (w, server) if direction == "push" else (server, w)
+        m = (p.src == sender) & (p.dst == receiver)
+        flows[w] = (p.t[m], p.payload[m], bursts(p.t[m], p.payload[m], gap_s, min_bytes))
+    joins: list[tuple[float, float]] = []
+    for a in workers:
+        for b in workers:
+            if a == b:
+                continue
+            for first_start, first_end in flows[a][2]:
+                for start, end in flows[b][2]:
+                    if not (first_start < start < first_end < end):
+                        continue
+                    if first_end - start < min_overlap_s:
+                        continue
+                    if any(
+                        np.any((flows[c][2][:, 0] < first_end) & (flows[c][2][:, 1] > start))
+                        for c in workers
+                        if c not in (a, b)
+                    ):
+                        continue
+                    moved = []
+                    for w in (a, b):
+                        tw, sw, _ = flows[w]
+                        moved.append(float(sw[(tw >= start) & (tw <= first_end)].sum()))
+                    if moved[0] + moved[1] > 0:
+                        rate = (moved[0] + moved[1]) / (first_end - start)
+                        joins.append((start, (moved[0] - moved[1]) / rate))
+    return [g for _, g in sorted(joins)]
