@@ -143,7 +143,7 @@ def test_buffer_bytes_sets_every_shaped_queue_limit(testbed_ok):
 def test_steady_measurement_stops_when_converged_and_keeps_every_step_end(testbed_ok):
     from sgdsim.testbed import run_steady_measurement
 
-    rule = SteadyRule(warmup_steps=3, settle_s=1.0, min_steps=30, max_s=40, batches=10)
+    rule = SteadyRule(warmup_steps=3, settle_s=1.0, min_steps=30, max_s=20, batches=10)
     r = run_steady_measurement(
         lenet(), 2, 100e6, rule=rule, mtu=1500, queue="fifo", buffer_bytes=30_000
     )
@@ -159,12 +159,12 @@ def test_steady_measurement_stops_when_converged_and_keeps_every_step_end(testbe
     again = steady_stop([[t + e.start for t in ends] for ends in r.step_end_times], rule)
     assert again is not None and again.steps_per_s == pytest.approx(e.steps_per_s)
     assert r.steps_per_s == e.steps_per_s and len(r.steps_per_s_windows) == 10
-    assert e.window_s <= 40 + 1e-6
+    assert e.window_s <= 20 + 1e-6
     if e.converged:  # stopped early: shortly after the deciding window
         assert min(e.steps) >= 30 and e.rel_half_width <= 0.03
         assert max(max(t) for t in r.step_end_times) < e.window_s + 10
     else:
-        assert e.window_s == pytest.approx(40)
+        assert e.window_s == pytest.approx(20)
     # (namespaces: other testbeds on this machine may come and go meanwhile, so
     # only this process's own children are checked; Testbed's cleanup has its tests)
     assert child_processes() == []

@@ -412,7 +412,8 @@ def training_join_delays(
     rate = bandwidth_bps / 8
     growth = {}
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
-        # a step's main transfer (half its bytes at least); windows of 5 % of it
+        # a step's main transfer (half its bytes at least); windows of 5 % of it;
+        # the testbed numbers its hosts ps, w0, w1 as .1, .2, .3 (Testbed.address)
         growth[direction] = tuple(
             join_losses(packets, 1, [2, 3], direction, size / 2, min_overlap_s=0.05 * size / rate)
         )
