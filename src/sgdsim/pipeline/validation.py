@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import statistics
 import sys
 import zlib
@@ -577,8 +576,10 @@ def calibrate_push_join_stage(
     row: dict[str, Any] = {"network": net["name"], "push_join_delay_s": 0.0}
     queue = _validation_queue(config, net)
     why = None if queue != "fair" else check_available()
-    if why is None and queue == "fair" and shutil.which("tcpdump") is None:
-        why = "tcpdump is not installed (Debian: apt-get install tcpdump; make system-deps)"
+    if why is None and queue == "fair":
+        from sgdsim.testbed.capture import tcpdump_missing
+
+        why = tcpdump_missing()
     if queue != "fair":
         row |= {
             "status": "not_used",

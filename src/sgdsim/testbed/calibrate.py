@@ -2,8 +2,9 @@
 
 :func:`pull_join_delay` races two real TensorFlow workers' pulls from one PS,
 :func:`push_join_delay` their pushes to it, and :func:`model_push_join_delay`
-the pushes of one model's step, nearly in phase (the pipeline's push join
-delay); their docstrings say how that measures each delay.
+the pushes of one model's step, nearly in phase; :func:`training_join_delays`
+measures both delays in real training from a capture of the PS's port (the
+pipeline's join delays); their docstrings say how that measures each delay.
 
 :func:`network_cpu_per_byte`: a profile measures each process's CPU seconds per
 step on unshaped loopback. On the testbed the same bytes also cross a veth
@@ -335,7 +336,7 @@ def model_push_join_delay(
 #: The training pair's run: 3 warm-up steps, then until 20 steps each (or 60 s).
 TRAINING_JOIN_RULE = SteadyRule(warmup_steps=3, settle_s=0.0, min_steps=20, max_s=60.0)
 
-#: Joins counted at least for a delay; fewer give 0 with the reason.
+#: Joins counted at least for a delay; fewer give 0 (the stored joins show how many).
 MIN_JOINS = 5
 
 

@@ -26,6 +26,16 @@ SNAPLEN = 96
 _PCAP_MAGIC = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}
 
 
+def tcpdump_missing() -> str | None:
+    """Why a capture cannot run here (``tcpdump`` or ``timeout`` not installed), or None."""
+    if shutil.which("tcpdump") is None or shutil.which("timeout") is None:
+        return (
+            "tcpdump is not installed (Debian: apt-get install tcpdump; `make system-deps` "
+            "does it as root)"
+        )
+    return None
+
+
 def tcpdump_argv(port: str, path: str, lifetime_s: float) -> list[str]:
     """Command that captures the TCP headers crossing ``port`` into ``path``.
 
@@ -36,12 +46,11 @@ def tcpdump_argv(port: str, path: str, lifetime_s: float) -> list[str]:
     Raises:
         FileNotFoundError: ``tcpdump`` or ``timeout`` is not installed.
     """
+    why = tcpdump_missing()
+    if why is not None:
+        raise FileNotFoundError(why)
     tcpdump, timeout = shutil.which("tcpdump"), shutil.which("timeout")
-    if tcpdump is None or timeout is None:
-        raise FileNotFoundError(
-            "tcpdump is not installed (Debian: apt-get install tcpdump; `make system-deps` "
-            "does it as root)"
-        )
+    assert tcpdump is not None and timeout is not None
     return [
         timeout, f"{lifetime_s:.0f}", tcpdump, "-i", port, "-s", str(SNAPLEN), "-B", "16384",
         "-U", "--immediate-mode", "-n", "-q", "-Z", "root", "-w", path, "tcp",
