@@ -59,27 +59,26 @@ def test_bursts_split_a_flow_at_its_pauses_and_drop_small_ones():
     assert bursts(t[:0], size[:0], 0.02, 1).shape == (0, 2)
 
 
-def two_pushes(late_s: float, third: bool = False) -> Packets:
-    """Worker 2 pushes 1000 packets of 1000 bytes from t = 0, one per ms while alone;
-    worker 3 starts at 0.4 s with one packet in ten for ``late_s`` (a slow start),
-    then the two alternate packets; optionally worker 4 joins at 0.6 s."""
-    rows, t, left, k = [], 0.0, {2: 1000, 3: 1000}, 0
-    while left[2]:
-        joined = t >= 0.4 - 1e-9
-        turn = 3 if joined and (t >= 0.4 + late_s - 1e-9 or k % 10 == 0) and k % 2 == 0 else 2
-        if joined and t < 0.4 + late_s - 1e-9:
-            turn = 3 if k % 10 == 0 else 2
-        rows.append((t, turn, 1000))
-        left[turn] -= 1
-        t += 0.001
-        k += 1 if joined else 0
-    while left[3]:
-        rows.append((t, 3, 1000))
-        left[3] -= 1
-        t += 0.001
-    if third:
-        rows += [(0.6 + 0.002 * k, 4, 1000) for k in range(300)]
-    rows.sort()
+def slotted(starts: dict[int, float], late_s: float, packets: int = 1000) -> Packets:
+    """Pushes of 1000-byte packets, one per ms: worker ``w`` starts at ``starts[w]``
+    with ``packets`` packets; the workers sending share the slots in turn, except that
+    the last to start gets one slot in ten for ``late_s`` after its start (a slow start)."""
+    left = dict.fromkeys(starts, packets)
+    joiner = max(starts, key=starts.__getitem__)
+    rows, turn, slot = [], 0, 0
+    while any(left.values()):
+        t = slot * 0.001
+        on = [w for w in sorted(starts) if left[w] and starts[w] <= t + 1e-9]
+        if on:
+            if joiner in on and t < starts[joiner] + late_s - 1e-9:
+                rest = [w for w in on if w != joiner] or on
+                w = joiner if slot % 10 == 0 else rest[turn % len(rest)]
+            else:
+                w = on[turn % len(on)]
+            turn += 1
+            rows.append((t, w, 1000))
+            left[w] -= 1
+        slot += 1
     a = np.array(rows)
     n = len(a)
     return Packets(a[:, 0], a[:, 1].astype(int), np.ones(n, dtype=int), a[:, 2].astype(int))
@@ -87,14 +86,32 @@ def two_pushes(late_s: float, third: bool = False) -> Packets:
 
 def test_a_joiner_that_gets_its_share_late_shows_that_delay():
     for late in (0.0, 0.03, 0.1):
-        got = join_losses(two_pushes(late), 1, [2, 3], "push", min_bytes=100_000)
-        assert len(got) == 1
+        got = join_losses(slotted({2: 0.0, 3: 0.4}, late), 1, [2, 3], "push", min_bytes=100_000)
         # the leader got 9/10 of the link for `late`, the joiner 1/10
-        assert got[0] == pytest.approx(0.8 * late, abs=0.003)
-    # no pulls in it; a third worker inside the window leaves the join out
-    assert join_losses(two_pushes(0.05), 1, [2, 3], "pull", min_bytes=100_000) == []
-    assert join_losses(two_pushes(0.05, third=True), 1, [2, 3, 4], "push", 100_000) == []
-    # a window shorter than asked for is not counted
-    assert join_losses(two_pushes(0.05), 1, [2, 3], "push", 100_000, min_overlap_s=2.0) == []
+        assert list(got) == [1] and len(got[1]) == 1
+        assert got[1][0] == pytest.approx(0.8 * late, abs=0.003)
+        # joining two: each of them got 9/20 of the link, the joiner 1/10, so that
+        # 2 (9/20 - 1/10) late = 0.7 late; the second worker joined one, on time
+        got = join_losses(slotted({2: 0.0, 3: 0.2, 4: 0.4}, late), 1, [2, 3, 4], "push", 100_000)
+        assert list(got) == [1, 2] and len(got[1]) == len(got[2]) == 1
+        assert got[1][0] == pytest.approx(0.0, abs=0.003)
+        assert got[2][0] == pytest.approx(0.7 * late, abs=0.004)
+    # no pulls in it; a window shorter than asked for is not counted
+    assert join_losses(slotted({2: 0.0, 3: 0.4}, 0.05), 1, [2, 3], "pull", 100_000) == {}
+    short = join_losses(
+        slotted({2: 0.0, 3: 0.4}, 0.05), 1, [2, 3], "push", 100_000, min_overlap_s=2.0
+    )
+    assert short == {}
     with pytest.raises(ValueError, match="direction"):
-        join_losses(two_pushes(0.0), 1, [2, 3], "both", 1.0)
+        join_losses(slotted({2: 0.0, 3: 0.1}, 0.0), 1, [2, 3], "both", 1.0)
+
+
+def test_join_delays_of_the_joins_carry_the_last_k_measured_well():
+    from sgdsim.testbed.calibrate import join_delay_of
+
+    ones = [0.01, 0.02, 0.03, 0.04, 0.05]
+    got = join_delay_of({1: ones, 2: [0.2, 0.3], 3: [-0.1] * 6}, workers=5)
+    # k = 2 has too few joins: k = 1's; k = 3's mean is clipped at 0; k = 4 none: k = 3's
+    assert got.mean_s == pytest.approx((0.03, 0.03, 0.0, 0.0))
+    assert got.sd_s == pytest.approx((np.std(ones), np.std(ones), 0.0, 0.0))
+    assert join_delay_of({}, workers=2).mean_s == (0.0,)

@@ -205,23 +205,29 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
         assert all(cal["ring_step_s"][n] > cal["ring_alone_step_s"][n] for n in ring)
         for n, used, sync_path in alpha:
             assert sync_path and used == (cal["message_overhead_s"][str(n)] if n > 1 else 0.0)
-    # each async point's join delays are its model's own, from two workers training it
-    # on its network with the PS's port captured
+    # each async point's join delays are its model's own, from its largest N of
+    # workers training it on its network with the PS's port captured: per number of
+    # transfers joined, the mean lateness of the joins (clipped at 0) and its sd
     pushes = con.execute(
-        "SELECT DISTINCT model, hardware, network, push_join_delay_s, pull_join_delay_s "
+        "SELECT DISTINCT model, hardware, network, push_join_delays_s, push_join_sd_s, "
+        "pull_join_delays_s, pull_join_sd_s, push_join_delay_s "
         "FROM testbed_predictions WHERE mode = 'async'"
     ).fetchall()
     assert pushes
-    for model, hardware, network, push, pull in pushes:
+    for model, hardware, network, push, push_sd, pull, pull_sd, push_1 in pushes:
         cal_path = tiny_run / "results/validation/calibration" / network / hardware
         joins = json.loads((cal_path / f"{model}.push.json").read_text())
         assert joins["status"] == "ok" and joins["method"] == "training capture"
-        assert joins["pair_steps_per_s"] > 0
-        for delay, growth in ((push, "push_join_growth_s"), (pull, "pull_join_growth_s")):
-            g = joins[growth]
-            # the mean lateness of the joins, clipped at 0; none with fewer than 5
-            assert delay == (max(0.0, statistics.fmean(g)) if len(g) >= 5 else 0.0)
-            assert all(-1.0 < x < 1.0 for x in g)
+        assert joins["steps_per_s"] > 0 and joins["workers"] >= 2
+        assert push_1 == push[0] and len(push) == len(pull) == joins["workers"] - 1
+        for mean, sd, name in ((push, push_sd, "push"), (pull, pull_sd, "pull")):
+            g = joins[f"{name}_join_growth_s"].get("1", [])
+            if len(g) >= 5:
+                assert mean[0] == pytest.approx(max(0.0, statistics.fmean(g)))
+                assert sd[0] == pytest.approx(statistics.pstdev(g))
+            else:
+                assert mean[0] == sd[0] == 0.0
+            assert all(-1.0 < x < 1.0 for v in joins[f"{name}_join_growth_s"].values() for x in v)
     # each allreduce point is predicted from one worker timed alone by its own
     # measure job, right before the run (the VM's speed moves over minutes)
     steps = con.execute(

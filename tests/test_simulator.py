@@ -22,6 +22,7 @@ from sgdsim.simulation import (
     simulate_async,
 )
 from sgdsim.simulation.async_ps import single_step_estimate
+from sgdsim.simulation.connection import JoinDelay
 
 
 def workload(seg, pulls, gates, pushes, push_seg, updates, pull_start=0.0, overhead=0.0, batch=1):
@@ -846,6 +847,62 @@ def test_a_step_that_starts_on_a_busy_ps_waits_the_join_delay_by_hand():
     assert (a, b) == pytest.approx((0.101, 0.301), abs=1e-6)
     with pytest.raises(ValueError, match="pull_join_delay_s"):
         simulate_async(w, net, 2, 1, 0, pull_join_delay_s=-1.0)
+
+
+def test_the_join_delay_grows_with_the_transfers_joined_by_hand():
+    # one 1 MB pull at 10 MB/s, 1 ms compute, a 1-byte push; three workers
+    w = workload([0.001], [1e6], [0], [1.0], [0], [0.0])
+    net = Network(1e7, 0.0)
+    log: list[list[float]] = []
+    delay = JoinDelay((0.01, 0.03))
+    simulate_async(
+        w, net, 3, 1, 0, start_offsets_s=[0, 0.01, 0.025], step_log=log, pull_join_delay_s=delay
+    )
+    # worker 1 joins one pull at 0.01 s and waits 10 ms; worker 2 joins two at 0.025 s
+    # and waits 30 ms. Worker 0 alone to 0.02 (0.2 MB), with worker 1 to 0.055
+    # (0.175 MB each), then three at 1/3 each: worker 0 ends at 0.2425 s (worker 1
+    # has 0.8 MB, worker 2 0.625); worker 1 0.04 s later, worker 2 alone 0.0175 s after
+    assert [e[0] for e in log] == pytest.approx([0.2435, 0.2835, 0.301], abs=1e-5)
+    # as a number the delay is the same whatever the join: worker 2 waits 10 ms, so
+    # three share from 0.035 s, when worker 0 has 0.725 MB left: it ends 0.2175 s later
+    log.clear()
+    simulate_async(
+        w, net, 3, 1, 0, start_offsets_s=[0, 0.01, 0.025], step_log=log, pull_join_delay_s=0.01
+    )
+    assert log[0][0] == pytest.approx(0.2535, abs=1e-5)
+
+
+def test_join_delays_are_drawn_from_a_gamma_of_the_measured_mean_and_sd():
+    d = JoinDelay((0.03, 0.06), (0.02, 0.03))
+    rng = np.random.default_rng(1)
+    one = np.array([d.draw(1, rng) for _ in range(20_000)])
+    many = np.array([d.draw(7, rng) for _ in range(20_000)])  # beyond the last: the last
+    assert one.mean() == pytest.approx(0.03, rel=0.03) and one.std() == pytest.approx(
+        0.02, rel=0.03
+    )
+    assert many.mean() == pytest.approx(0.06, rel=0.03) and many.std() == pytest.approx(
+        0.03, rel=0.03
+    )
+    assert one.min() >= 0
+    assert JoinDelay((0.02,)).draw(3, rng) == 0.02  # no sd: the mean
+    assert JoinDelay.of(0.02) == JoinDelay((0.02,), (0.0,)) and not JoinDelay.of(0.0)
+    # the draws make a run depend on its seed, deterministically
+    w = workload([0.001], [1e6], [0], [1e6], [0], [0.0])
+    net = Network(1e7, 0.0)
+    runs = [
+        simulate_async(
+            w, net, 3, 6, 1, seed=s, pull_join_delay_s=d, push_join_delay_s=d
+        ).steps_per_s
+        for s in (4, 4, 5)
+    ]
+    assert runs[0] == runs[1] != runs[2]
+    for bad in ((0.01, -0.01), ()):
+        with pytest.raises(ValueError, match="join"):
+            JoinDelay(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="sd"):
+        JoinDelay((0.01, 0.02), (0.01,))
+    with pytest.raises(ValueError, match="push_join_delay_s"):
+        simulate_async(w, net, 2, 1, 0, push_join_delay_s=[0.01, -1.0])
 
 
 def test_a_backward_pass_that_starts_while_the_ps_receives_waits_the_push_join_delay():

@@ -36,7 +36,7 @@ rule calibrate_testbed:
 
 
 rule calibrate_push_join:
-    """Per model and network: how late a push or pull that joins another worker's gets its share, from a capture of two workers training the model."""
+    """Per model and network: how late a push or pull that joins k other workers' gets its share, from a capture of the model's largest N of workers training it."""
     input:
         workload=rules.normalize.output.workload,
     output:
@@ -45,7 +45,7 @@ rule calibrate_push_join:
         "results/logs/calibrate_push_join/{hardware}/{model}/{network}.log",
     conda:
         "../../environment.yml"
-    threads: node_cores  # alone on the node: the race's timing is what it measures
+    threads: node_cores  # alone on the node: the workers' timing is what it measures
     resources:
         mem_mb=2000,
         runtime=10,

@@ -27,6 +27,7 @@ from sgdsim.errors import ConfigError
 from sgdsim.io import atomic_path
 from sgdsim.pipeline.grid import profile_spec
 from sgdsim.simulation.bounds import tbf_payload_fraction
+from sgdsim.simulation.connection import JoinDelay
 
 
 def _validation_network(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -552,20 +553,22 @@ def calibrate_push_join_stage(
 ) -> None:
     """Calibrate one model's join delays on one validation network (JSON).
 
-    Writes ``{"status": "ok", "push_join_delay_s": …, "pull_join_delay_s": …,
-    "push_join_growth_s": […], "pull_join_growth_s": […], "pair_steps_per_s":
-    …, "method": "training capture"}`` from
-    :func:`sgdsim.testbed.calibrate.training_join_delays`: two real workers
-    train the model on the network's NICs (the validation hardware's
-    threads) while the PS's port is captured; each delay is the mean lateness
-    of the joins the capture shows. Through a ``fifo`` queue the status is
-    ``not_used`` and the delays 0: a join delay is the late start of a fair
-    share, and a FIFO gives the joiner a share of its own
-    (docs/steady-state.md); ``skipped`` with the reason where the testbed
-    cannot run.
+    Writes ``{"status": "ok", "method": "training capture", "workers": W,
+    "push_join_delay_s": [mean per k], "push_join_sd_s": [sd per k],
+    "push_join_growth_s": {"k": […]}, the same for ``pull``,
+    "steps_per_s": …}`` from
+    :func:`sgdsim.testbed.calibrate.training_join_delays`: the largest N
+    of the model's async points on this network (at least 2) train the
+    model on the network's NICs (the validation hardware's threads) while
+    the PS's port is captured; per number ``k`` of transfers a pull or push
+    joins, the mean and spread of the joins' lateness the capture shows.
+    Through a ``fifo`` queue the status is ``not_used`` and the delays 0: a
+    join delay is the late start of a fair share, and a FIFO gives the
+    joiner a share of its own (docs/steady-state.md); ``skipped`` with the
+    reason where the testbed cannot run.
 
     Raises:
-        MeasurementError: the pair's run failed (nothing is written).
+        MeasurementError: the workers' run failed (nothing is written).
     """
     from sgdsim.simulation import Workload
     from sgdsim.testbed import check_available
@@ -591,32 +594,44 @@ def calibrate_push_join_stage(
     else:
         from sgdsim.testbed.calibrate import training_join_delays
 
+        workers = max(
+            [2]
+            + [
+                int(p["workers"])
+                for p in validation_points(config)
+                if p["mode"] == "async" and p["network"] == net["name"] and p["model"] == model
+            ]
+        )
         joins = training_join_delays(
             profile_spec(config, hardware, model),
             float(net["bandwidth_bps"]),
             float(workload.pull_bytes.sum()),
             float(workload.push_bytes.sum()),
+            workers=workers,
             mtu=_validation_mtu(config, net),
             queue=queue,
             buffer_bytes=_link(config, net, "buffer_bytes"),
         )
-        row |= {
-            "status": "ok",
-            "reason": "",
-            "method": "training capture",
-            "push_join_delay_s": joins.push_delay_s,
-            "pull_join_delay_s": joins.pull_delay_s,
-            "push_join_growth_s": list(joins.push_growth_s),
-            "pull_join_growth_s": list(joins.pull_growth_s),
-            "pair_steps_per_s": joins.steps_per_s,
-        }
-        print(
-            f"[calibrate] {net['name']}: in two workers' training, a push that joins the "
-            f"other's gets its share {joins.push_delay_s * 1e3:.2f} ms late "
-            f"({len(joins.push_growth_s)} joins), a pull {joins.pull_delay_s * 1e3:.2f} ms "
-            f"({len(joins.pull_growth_s)} joins)",
-            file=sys.stderr,
-        )
+        row |= {"status": "ok", "reason": "", "method": "training capture", "workers": workers}
+        for name, delay, growth in (
+            ("push", joins.push, joins.push_growth_s),
+            ("pull", joins.pull, joins.pull_growth_s),
+        ):
+            row |= {
+                f"{name}_join_delay_s": list(delay.mean_s),
+                f"{name}_join_sd_s": list(delay.sd_s),
+                f"{name}_join_growth_s": {str(k): list(g) for k, g in growth.items()},
+            }
+            ms = ", ".join(
+                f"{m * 1e3:.1f} ± {sd * 1e3:.1f} ms behind {k} ({len(growth.get(k, ()))} joins)"
+                for k, (m, sd) in enumerate(zip(delay.mean_s, delay.sd_s, strict=True), 1)
+            )
+            print(
+                f"[calibrate] {net['name']}: {workers} workers training, a {name} "
+                f"that joins gets its share {ms}",
+                file=sys.stderr,
+            )
+        row["steps_per_s"] = joins.steps_per_s
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 
@@ -735,6 +750,15 @@ def _message_overhead(cal: dict[str, Any], workers: int) -> float:
     return float(msg)
 
 
+def _join_delay_of(joins: dict[str, Any], name: str) -> JoinDelay:
+    """``name`` (push or pull) join delay of a :func:`calibrate_push_join_stage` JSON:
+    per k means and sds, or one number (a race's calibration)."""
+    mean = joins.get(f"{name}_join_delay_s", 0.0)
+    if isinstance(mean, (int, float)):
+        return JoinDelay.of(float(mean))
+    return JoinDelay(tuple(mean), tuple(joins[f"{name}_join_sd_s"]))
+
+
 def predict_testbed_stage(
     config: dict[str, Any],
     workload_path: str,
@@ -786,17 +810,18 @@ def predict_testbed_stage(
     mode = _mode(wildcards)
     workload = Workload.load(workload_path)
     network = _testbed_network(config, net, tables_dir)
-    net_cpu = join_delay = push_delay = overhead = 0.0
+    net_cpu = overhead = 0.0
+    pull_delay = push_delay = JoinDelay((0.0,))
     if calibration_path is not None and network.name != LOOPBACK_FIT:
         cal = json.loads(Path(calibration_path).read_text())
         net_cpu = float(cal["network_cpu_s_per_byte"])
-        join_delay = float(cal.get("pull_join_delay_s", 0.0))
+        pull_delay = JoinDelay.of(float(cal.get("pull_join_delay_s", 0.0)))
         overhead = _message_overhead(cal, workers)
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
         joins = json.loads(Path(push_calibration_path).read_text())
-        push_delay = float(joins["push_join_delay_s"])
+        push_delay = _join_delay_of(joins, "push")
         if joins.get("method") == "training capture":  # the model's own, from training
-            join_delay = float(joins["pull_join_delay_s"])
+            pull_delay = _join_delay_of(joins, "pull")
     extra: dict[str, Any] = {}
     if mode == "allreduce":
         if allreduce_step_path is None:
@@ -816,7 +841,7 @@ def predict_testbed_stage(
         workers_per_node=workers,
         ps_with_workers=True,
         network_cpu_s_per_byte=net_cpu,
-        pull_join_delay_s=join_delay,
+        pull_join_delay_s=pull_delay,
         push_join_delay_s=push_delay,
         collective=dataclasses.replace(base.collective, message_overhead_s=overhead),
         start_window_s=config["validation"]["start_window_s"],
@@ -835,8 +860,12 @@ def predict_testbed_stage(
         "batch_size": workload.batch_size,
         "workers_per_node": workers,
         "network_cpu_s_per_byte": net_cpu,
-        "pull_join_delay_s": join_delay,
-        "push_join_delay_s": push_delay,
+        "pull_join_delay_s": pull_delay.mean_s[0],
+        "push_join_delay_s": push_delay.mean_s[0],
+        "pull_join_delays_s": list(pull_delay.mean_s),
+        "pull_join_sd_s": list(pull_delay.sd_s),
+        "push_join_delays_s": list(push_delay.mean_s),
+        "push_join_sd_s": list(push_delay.sd_s),
         "message_overhead_s": overhead,
         **extra,
         **predict_point(

@@ -33,6 +33,7 @@ import numpy as np
 
 from sgdsim.simulation import fast_general
 from sgdsim.simulation.chrome_trace import TraceRecord
+from sgdsim.simulation.connection import JoinDelay
 from sgdsim.simulation.engine import AsyncPSModel, RawRun, single_step_estimate
 from sgdsim.simulation.fast_fifo import FastFifoRun
 from sgdsim.simulation.policies import (
@@ -130,8 +131,8 @@ def simulate_async(
     pull_gap_cpu: bool = False,
     compute_slots: float = 1.0,
     link_quantum_bytes: float = 0.0,
-    pull_join_delay_s: float = 0.0,
-    push_join_delay_s: float = 0.0,
+    pull_join_delay_s: float | JoinDelay = 0.0,
+    push_join_delay_s: float | JoinDelay = 0.0,
     start_window_s: float | None = None,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
@@ -204,23 +205,24 @@ def simulate_async(
             (:class:`~sgdsim.simulation.link.RoundRobinLink`: how TCP flows
             share a bottleneck over tens of milliseconds) instead of
             processor sharing (0).
-        pull_join_delay_s: seconds the first pull of a worker's step waits
-            before its first byte when the PS NIC is sending to another worker
-            at that moment (0: none). Real TensorFlow PS serves a step that
-            starts while it sends to another worker late by a few ms, which
-            drives asynchronous workers from pulling together into taking turns
-            within a few steps; processor sharing alone keeps any phase they
-            start with. Measured on the testbed by
-            :func:`sgdsim.testbed.calibrate.pull_join_delay`.
-        push_join_delay_s: seconds the first push of a step's backward pass
-            (its first gradient once every pull of the step has arrived; the
-            forward pass's pushes of batch-normalization statistics neither
-            wait nor count) waits when the PS NIC is receiving from another
-            worker at that moment (0: none). On the testbed a worker whose
+        pull_join_delay_s: seconds (or a
+            :class:`~sgdsim.simulation.connection.JoinDelay`: mean and sd by
+            how many transfers it joins) the first pull of a worker's step
+            waits before its first byte when the PS NIC is sending to other
+            workers at that moment (0: none). Real TensorFlow PS serves a
+            step that starts while it sends to another worker late by a few
+            ms, which drives asynchronous workers from pulling together into
+            taking turns; processor sharing alone keeps any phase they start
+            with. Measured on the testbed, in training, by
+            :func:`sgdsim.testbed.calibrate.training_join_delays`.
+        push_join_delay_s: the same (seconds or a ``JoinDelay``) for the first
+            push of a step's backward pass (its first gradient once every pull
+            of the step has arrived; the forward pass's pushes of
+            batch-normalization statistics neither wait nor count) when the PS
+            NIC is receiving from other workers. On the testbed a worker whose
             gradients start while another's stream into the PS runs gets its
-            share about 30 ms late (docs/steady-state.md), which keeps
-            asynchronous workers taking turns. Measured per model by
-            :func:`sgdsim.testbed.calibrate.model_push_join_delay`.
+            share about 30 ms late, 60–80 ms behind two or three
+            (docs/steady-state.md), which keeps asynchronous workers taking turns.
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
@@ -270,7 +272,7 @@ def _run_model(
     ps_discipline: str,
     compute_slots: float,
     link_quantum_bytes: float,
-    join_delays_s: tuple[float, float],
+    join_delays_s: tuple[float | JoinDelay, float | JoinDelay],
     pull_gap_s: float,
     pull_gap_cpu: bool,
     sizes: PolicySizes,
@@ -335,7 +337,7 @@ def _check_args(
     workers_per_node: int,
     compute_slots: float,
     link_quantum_bytes: float,
-    join_delays_s: tuple[float, float],
+    join_delays_s: tuple[float | JoinDelay, float | JoinDelay],
     pull_gap_s: float,
     start_offsets_s: Sequence[float] | None,
     start_window_s: float | None = None,
@@ -354,8 +356,6 @@ def _check_args(
         (workers_per_node >= 1, f"workers_per_node must be >= 1, got {workers_per_node}"),
         (compute_slots > 0, f"compute_slots must be > 0, got {compute_slots}"),
         (link_quantum_bytes >= 0, f"link_quantum_bytes must be >= 0, got {link_quantum_bytes}"),
-        (join_delays_s[0] >= 0, f"pull_join_delay_s must be >= 0, got {join_delays_s[0]}"),
-        (join_delays_s[1] >= 0, f"push_join_delay_s must be >= 0, got {join_delays_s[1]}"),
         (
             start_offsets_s is None or len(start_offsets_s) == workers,
             f"start_offsets_s needs {workers} values, got "
@@ -370,6 +370,11 @@ def _check_args(
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    for name, delay in zip(("pull_join_delay_s", "push_join_delay_s"), join_delays_s, strict=True):
+        try:
+            JoinDelay.of(delay)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
 
 
 def _summarize(
@@ -439,8 +444,8 @@ def simulate_async_replicated(
     compute_slots: float = 1.0,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     link_quantum_bytes: float = 0.0,
-    pull_join_delay_s: float = 0.0,
-    push_join_delay_s: float = 0.0,
+    pull_join_delay_s: float | JoinDelay = 0.0,
+    push_join_delay_s: float | JoinDelay = 0.0,
     trace: list[TraceRecord] | None = None,
     start_window_s: float | None = None,
 ) -> AsyncResult:

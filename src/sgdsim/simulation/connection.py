@@ -6,11 +6,14 @@ gRPC channel; the transmission policy decides what that channel sends next
 one direction: it owns the policy's queue and puts one unit (a whole tensor,
 a slice, a partition or a block) on the network at a time, the next when the
 previous one has arrived. A :class:`ParameterServer` is one PS shard's CPU,
-applying the pushed gradients one at a time in arrival order.
+applying the pushed gradients one at a time in arrival order. A
+:class:`JoinDelay` is how late a transfer that joins others' gets its share.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sgdsim.simulation.chrome_trace import PULL, PUSH
@@ -19,7 +22,67 @@ from sgdsim.simulation.policies import Queue, Unit
 from sgdsim.simulation.topology import DOWN, UP
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from sgdsim.simulation.engine import AsyncPSModel
+
+
+@dataclass(frozen=True)
+class JoinDelay:
+    """How late a transfer that joins other workers' transfers gets its fair share.
+
+    Joining ``k`` transfers on the wire, the transfer waits a delay of mean
+    ``mean_s[k − 1]`` and standard deviation ``sd_s[k − 1]`` seconds (the
+    last entries for more than ``len(mean_s)``), drawn per join from a gamma
+    distribution with those two moments (the mean itself when the sd is 0).
+    On the testbed the lateness grows with ``k`` and varies from join to
+    join by about as much as its mean; both are measured in real training by
+    :func:`sgdsim.testbed.calibrate.training_join_delays` (docs/steady-state.md,
+    "Joins by how many they join").
+
+    Attributes:
+        mean_s: (K,) mean delay joining 1, 2, … K transfers, seconds (≥ 0).
+        sd_s: (K,) their standard deviations, seconds (≥ 0); empty: all 0.
+
+    Raises:
+        ValueError: a negative value, no mean, or ``sd_s`` of another length.
+    """
+
+    mean_s: tuple[float, ...]
+    sd_s: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        sd = self.sd_s or (0.0,) * len(self.mean_s)
+        object.__setattr__(self, "mean_s", tuple(float(x) for x in self.mean_s))
+        object.__setattr__(self, "sd_s", tuple(float(x) for x in sd))
+        if not self.mean_s or len(self.sd_s) != len(self.mean_s):
+            raise ValueError(
+                f"a join delay needs one mean and one sd per number of transfers joined, "
+                f"got means {self.mean_s} and sds {self.sd_s}"
+            )
+        if min(self.mean_s + self.sd_s) < 0:
+            raise ValueError(f"join delays must be >= 0 s, got {self.mean_s}, sd {self.sd_s}")
+
+    @classmethod
+    def of(cls, value: float | Sequence[float] | JoinDelay) -> JoinDelay:
+        """``value`` as a JoinDelay: a number is one fixed delay for any ``k``."""
+        if isinstance(value, JoinDelay):
+            return value
+        if isinstance(value, (int, float)):
+            return cls((float(value),))
+        return cls(tuple(value))
+
+    def __bool__(self) -> bool:
+        return any(self.mean_s)
+
+    def draw(self, k: int, rng: np.random.Generator) -> float:
+        """The delay of one join of ``k ≥ 1`` transfers, seconds (``rng`` only with an sd)."""
+        i = min(k, len(self.mean_s)) - 1
+        mean, sd = self.mean_s[i], self.sd_s[i]
+        if sd == 0.0 or mean == 0.0:
+            return mean
+        shape = (mean / sd) ** 2
+        return float(rng.gamma(shape, mean / shape))
 
 
 class ParameterServer:
@@ -62,15 +125,14 @@ class Connection:
       control message that enforces the order, a pure delay or CPU work on
       the worker's node (``pull_gap_cpu``);
     - the join delays, each calibrated on the testbed
-      (:mod:`sgdsim.testbed.calibrate`): a step's first pull waits
-      ``pull_join_delay_s`` if the PS NIC is sending to another worker at that
-      moment, and the first push of a step's backward pass (its first
-      gradient once all its pulls have arrived) waits ``push_join_delay_s`` if
-      the PS NIC is receiving from another worker. The race that measures it
-      sends a stream of gradients (:func:`~sgdsim.testbed.calibrate.model_push_join_delay`);
-      the kilobyte-sized pushes of state no step pulls (a batch-normalization
-      layer's moving statistics, sent during the forward pass) fit TCP's
-      initial window, and neither wait nor open the backward pass.
+      (:mod:`sgdsim.testbed.calibrate`): a step's first pull waits a draw of
+      the pull :class:`JoinDelay` if the PS NIC is sending to other workers at
+      that moment, by how many, and the first push of a step's backward pass
+      (its first gradient once all its pulls have arrived) a draw of the push
+      one if the PS NIC is receiving from other workers; the kilobyte-sized
+      pushes of state no step pulls (a batch-normalization layer's moving
+      statistics, sent during the forward pass) fit TCP's initial window,
+      and neither wait nor open the backward pass.
 
     The arrival differs by direction: :class:`PullConnection` (DOWN) and
     :class:`PushConnection` (UP) implement :meth:`on_arrival`.
@@ -110,8 +172,9 @@ class Connection:
         self.wire(now, unit)
 
     def _join_delay(self, unit: Unit) -> float:
-        """Seconds ``unit`` waits before the wire: the join delay if it opens its step's
-        pulls (or backward pushes) while the PS NIC carries another worker's, else 0."""
+        """Seconds ``unit`` waits before the wire: a draw of the join delay if it opens
+        its step's pulls (or backward pushes) while the PS NIC carries other
+        workers' (by how many), else 0."""
         m = self.model
         d = m.join_delay_s if self.direction == DOWN else m.push_join_delay_s
         if not d or self.joined_step == unit[2]:
@@ -121,7 +184,8 @@ class Connection:
             if w.step != unit[2] or w.cur.left or not m.plan.gradient_push[unit[3][0][0]]:
                 return 0.0  # still in the forward pass
         self.joined_step = unit[2]
-        return d if self.ps.on_wire[self.direction] else 0.0
+        k = self.ps.on_wire[self.direction]
+        return d.draw(k, m.rng) if k else 0.0
 
     def wire(self, now: float, unit: Unit) -> None:
         """Put ``unit`` on the network at ``now``."""

@@ -30,6 +30,7 @@ from sgdsim.simulation import policies as pol
 from sgdsim.simulation.chrome_trace import TraceRecord
 from sgdsim.simulation.connection import (
     Connection,
+    JoinDelay,
     ParameterServer,
     PullConnection,
     PushConnection,
@@ -356,8 +357,8 @@ class AsyncPSModel:
         ps_discipline: str,
         compute_slots: float = 1.0,
         link_quantum_bytes: float = 0.0,
-        pull_join_delay_s: float = 0.0,
-        push_join_delay_s: float = 0.0,
+        pull_join_delay_s: float | JoinDelay = 0.0,
+        push_join_delay_s: float | JoinDelay = 0.0,
     ) -> None:
         self.plan = StepPlan.build(workload, network, pol.get_policy(policy), spec, pull_order)
         self.rng = np.random.default_rng(seed)
@@ -367,8 +368,8 @@ class AsyncPSModel:
         self.fifo = ps_discipline == "fifo"
         self.pull_gap_s = spec.pull_gap_s
         self.pull_gap_cpu = spec.pull_gap_s > 0 and spec.pull_gap_cpu
-        self.join_delay_s = pull_join_delay_s
-        self.push_join_delay_s = push_join_delay_s
+        self.join_delay_s = JoinDelay.of(pull_join_delay_s)
+        self.push_join_delay_s = JoinDelay.of(push_join_delay_s)
         self.workers_per_node = workers_per_node
         self.shared_cpu = workers_per_node > 1 or self.pull_gap_cpu
         shards = workload.ps_tasks

@@ -23,6 +23,7 @@ from sgdsim.simulation.bounds import (
     link_bound_steps_per_s,
 )
 from sgdsim.simulation.chrome_trace import TraceRecord
+from sgdsim.simulation.connection import JoinDelay
 from sgdsim.simulation.policies import PolicySizes, get_policy
 from sgdsim.simulation.sync import MODES, CollectiveSettings, simulate
 from sgdsim.simulation.workload import Network, Workload
@@ -49,11 +50,12 @@ class SimParams:
             round trip is CPU work on those cores.
         network_cpu_s_per_byte: kernel CPU seconds per byte the emulated
             network costs that node (0 outside the testbed).
-        pull_join_delay_s: seconds a step that starts on a busy PS waits
+        pull_join_delay_s: seconds, or a
+            :class:`~sgdsim.simulation.connection.JoinDelay` by how many
+            transfers it joins, a step that starts on a busy PS waits
             (measured on the testbed; 0 elsewhere).
-        push_join_delay_s: seconds a step's backward pass that starts while the
-            PS receives from another worker waits (measured on the testbed; 0
-            elsewhere).
+        push_join_delay_s: the same for a step's backward pass that starts
+            while the PS receives from other workers.
         collective: settings of the ``allreduce`` mode.
         phase_band: add the phase band (:func:`phase_band`) to ``async`` points with N > 1.
         start_window_s: ``async``: seconds over which worker ``w > 0`` starts
@@ -70,8 +72,8 @@ class SimParams:
     sizes: PolicySizes = field(default_factory=PolicySizes)
     ps_with_workers: bool = False
     network_cpu_s_per_byte: float = 0.0
-    pull_join_delay_s: float = 0.0
-    push_join_delay_s: float = 0.0
+    pull_join_delay_s: float | JoinDelay = 0.0
+    push_join_delay_s: float | JoinDelay = 0.0
     collective: CollectiveSettings = field(default_factory=CollectiveSettings)
     phase_band: bool = False
     start_window_s: float | None = None

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.protocol import SteadyRule
+from sgdsim.simulation.connection import JoinDelay
 from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
 from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks, wait_workers
 
@@ -185,7 +186,7 @@ def network_cpu_per_byte(
 
 
 @dataclass(frozen=True)
-class JoinDelay:
+class JoinRace:
     """How late a worker's transfer that joins another's gets its share of the PS NIC.
 
     Attributes:
@@ -206,7 +207,7 @@ class JoinDelay:
     bandwidth_bps: float
 
 
-def pull_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinDelay:
+def pull_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinRace:
     """Measure the PS's join delay on the testbed with a race of two workers' pulls.
 
     A real TensorFlow PS holds ``tensors`` float32 variables of ``transfer_s``
@@ -218,13 +219,13 @@ def pull_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinDelay:
     offset``, the second at ``2 transfer_s``). If the PS starts serving the
     second worker's step ``d`` late because it is busy sending, the first is
     alone ``d`` longer and the lead grows by exactly ``d``. The median growth
-    is the join delay (:class:`JoinDelay`). Keyword arguments and errors as
+    is the join delay (:class:`JoinRace`). Keyword arguments and errors as
     :func:`join_delay` (``transfer_s`` 0.025 s by default).
     """
     return join_delay("pull", bandwidth_bps, **{"transfer_s": 0.025, **kwargs})
 
 
-def push_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinDelay:
+def push_join_delay(bandwidth_bps: float, **kwargs: Any) -> JoinRace:
     """Measure how late a push that joins another worker's gets its share of the PS NIC.
 
     As :func:`pull_join_delay`, with the bytes going the other way: each of two
@@ -278,7 +279,7 @@ def model_push_join_delay(
     reps: int = 20,
     mtu: int = DEFAULT_MTU,
     **kwargs: Any,
-) -> JoinDelay:
+) -> JoinRace:
     """The push join delay of one model: a race of two real workers each pushing
     that model's step, nearly in phase.
 
@@ -342,23 +343,52 @@ MIN_JOINS = 5
 
 @dataclass(frozen=True)
 class TrainingJoins:
-    """How late a transfer that joins another worker's gets its share, in real training.
+    """How late a transfer that joins other workers' gets its share, in real training.
 
     Attributes:
-        push_delay_s: mean of ``push_growth_s``, clipped at 0 (0 with fewer
-            than :data:`MIN_JOINS` joins): the simulator's ``push_join_delay_s``.
-        pull_delay_s: the same for pulls: ``pull_join_delay_s``.
-        push_growth_s: (joins,) each push join's lateness, seconds
+        push: the simulator's push :class:`~sgdsim.simulation.connection.JoinDelay`:
+            per number ``k`` of transfers joined, the mean and standard
+            deviation of ``push_growth_s[k]`` (the mean clipped at 0); a ``k``
+            with fewer than :data:`MIN_JOINS` joins takes ``k − 1``'s (0 for
+            ``k = 1``).
+        pull: the same for pulls.
+        push_growth_s: ``{k: (joins,)}`` each push join's lateness, seconds
             (:func:`sgdsim.testbed.capture.join_losses`).
-        pull_growth_s: (joins,) each pull join's, seconds.
-        steps_per_s: the pair's throughput over the run, steps/s.
+        pull_growth_s: the same for pulls.
+        steps_per_s: the workers' throughput over the run, steps/s.
+        workers: workers that trained.
     """
 
-    push_delay_s: float
-    pull_delay_s: float
-    push_growth_s: tuple[float, ...]
-    pull_growth_s: tuple[float, ...]
+    push: JoinDelay
+    pull: JoinDelay
+    push_growth_s: dict[int, tuple[float, ...]]
+    pull_growth_s: dict[int, tuple[float, ...]]
     steps_per_s: float
+    workers: int
+
+
+def join_delay_of(growth_s: Mapping[int, Sequence[float]], workers: int) -> JoinDelay:
+    """The :class:`~sgdsim.simulation.connection.JoinDelay` of measured joins.
+
+    Args:
+        growth_s: ``{k: lateness of each join of k transfers, seconds}``.
+        workers: workers of the run (``k`` runs 1 … workers − 1).
+
+    Returns:
+        Per ``k``, the mean (clipped at 0) and the population standard
+        deviation of its joins; with fewer than :data:`MIN_JOINS` joins, the
+        previous ``k``'s (0 and 0 for ``k = 1``).
+    """
+    mean, sd = [0.0], [0.0]
+    for k in range(1, max(workers, 2)):
+        g = growth_s.get(k, ())
+        if len(g) >= MIN_JOINS:
+            mean.append(max(0.0, statistics.fmean(g)))
+            sd.append(statistics.pstdev(g))
+        else:
+            mean.append(mean[-1])
+            sd.append(sd[-1])
+    return JoinDelay(tuple(mean[1:]), tuple(sd[1:]))
 
 
 def training_join_delays(
@@ -367,34 +397,36 @@ def training_join_delays(
     pull_bytes: float,
     push_bytes: float,
     *,
+    workers: int = 2,
     rule: SteadyRule = TRAINING_JOIN_RULE,
     **link: Any,
 ) -> TrainingJoins:
-    """The join delays of one model on one network, from two workers training it.
+    """The join delays of one model on one network, from real workers training it.
 
-    Two real workers train ``spec`` asynchronously on the testbed (launched
-    together, phases left to themselves, as in a training job) while a
-    header capture records the PS's port. Every pull or push of one worker
-    that starts while the other's is on the wire gives one join
-    (:func:`sgdsim.testbed.capture.join_losses`: how much later than a fair
-    share from its first packet the joiner got its bytes); the delay is the
-    mean over the joins, the lead a join gives away on average. Races of
-    pre-made tensors (:func:`model_push_join_delay`) see a third of it for
-    pushes: in training the joiner starts its push as its backward pass starts
-    and its pull as the other's stream runs (docs/steady-state.md, "Joins in
-    training").
+    ``workers`` real workers train ``spec`` asynchronously on the testbed
+    (launched together, phases left to themselves, as in a training job)
+    while a header capture records the PS's port. Every pull or push of one
+    worker that starts while ``k`` other workers' are on the wire gives one
+    join of ``k`` (:func:`sgdsim.testbed.capture.join_losses`: how much later
+    than a fair share from its first packet the joiner got its bytes); the
+    delays are the mean and spread over the joins of each ``k``
+    (:func:`join_delay_of`). Races of pre-made tensors
+    (:func:`model_push_join_delay`) see a third of it for pushes: in training
+    the joiner starts its push as its backward pass starts and its pull as
+    the others' streams run (docs/steady-state.md, "Joins in training").
 
     Args:
         spec: the model's :class:`~sgdsim.profiling.spec.ProfileSpec`.
         bandwidth_bps: the testbed NIC rate, bit/s.
         pull_bytes: bytes a step pulls (the workload's ``pull_bytes`` summed).
         push_bytes: bytes a step pushes.
-        rule: how long the pair trains.
+        workers: workers that train (≥ 2): joins of up to ``workers − 1``.
+        rule: how long they train.
         link: ``mtu``, ``queue``, ``buffer_bytes`` of
             :func:`sgdsim.testbed.run_steady_measurement`.
 
     Raises:
-        ValueError: bytes or ``bandwidth_bps`` not > 0.
+        ValueError: bytes or ``bandwidth_bps`` not > 0, ``workers`` < 2.
         MeasurementError, TestbedUnavailable: as
             :func:`~sgdsim.testbed.run_steady_measurement`.
         FileNotFoundError: ``tcpdump`` is not installed.
@@ -406,24 +438,30 @@ def training_join_delays(
         raise ValueError(
             f"bandwidth and bytes must be > 0, got {bandwidth_bps}, {pull_bytes}, {push_bytes}"
         )
+    if workers < 2:
+        raise ValueError(f"joins need workers >= 2, got {workers}")
     with tempfile.TemporaryDirectory(prefix="sgdsim-joins-") as tmp:
         path = str(Path(tmp) / "ps.pcap")
-        r = run_steady_measurement(spec, 2, bandwidth_bps, rule=rule, capture_path=path, **link)
+        r = run_steady_measurement(
+            spec, workers, bandwidth_bps, rule=rule, capture_path=path, **link
+        )
         packets = read_pcap(path)
     rate = bandwidth_bps / 8
+    # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
+    hosts = list(range(2, 2 + workers))
     growth = {}
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
-        # a step's main transfer (half its bytes at least); windows of 5 % of it;
-        # the testbed numbers its hosts ps, w0, w1 as .1, .2, .3 (Testbed.address)
-        growth[direction] = tuple(
-            join_losses(packets, 1, [2, 3], direction, size / 2, min_overlap_s=0.05 * size / rate)
-        )
-
-    def mean(g: tuple[float, ...]) -> float:
-        return max(0.0, statistics.fmean(g)) if len(g) >= MIN_JOINS else 0.0
-
+        # a step's main transfer (half its bytes at least); windows of 5 % of it
+        window = 0.05 * size / rate
+        found = join_losses(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
+        growth[direction] = {k: tuple(g) for k, g in found.items()}
     return TrainingJoins(
-        mean(growth["push"]), mean(growth["pull"]), growth["push"], growth["pull"], r.steps_per_s
+        join_delay_of(growth["push"], workers),
+        join_delay_of(growth["pull"], workers),
+        growth["push"],
+        growth["pull"],
+        r.steps_per_s,
+        workers,
     )
 
 
@@ -441,7 +479,7 @@ def join_delay(
     lag_fraction: float = 0.4,
     gap_s: float | None = None,
     statistic: str = "median",
-) -> JoinDelay:
+) -> JoinRace:
     """Race two real TensorFlow workers' pulls (``direction`` ``pull``) or pushes
     (``push``) on a two-worker testbed (:mod:`sgdsim.testbed.race`) and return the
     median (or mean) growth of the first one's lead, clipped at 0.
@@ -523,7 +561,7 @@ def join_delay(
             for p in procs.values():
                 stop(p)
     growth = tuple((b1 - a1) - (b0 - a0) for (_, a0, a1), (_, b0, b1) in zip(a, b, strict=True))
-    return JoinDelay(
+    return JoinRace(
         delay_s=max(0.0, _STATISTICS[statistic](growth)),
         growth_s=growth,
         offset_s=offset,

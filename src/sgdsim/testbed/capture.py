@@ -4,8 +4,8 @@ A capture (``tcpdump`` in the testbed's bridge namespace, on the PS's port)
 records when every TCP segment between the PS and a worker crossed the port,
 in both directions: pulls as the PS's NIC sent them, pushes as the port
 delivered them to the PS. :func:`join_losses` reads from it how much later
-than a fair share a transfer that joins another worker's gets its bytes: the
-join delay of the simulator (:class:`sgdsim.simulation.connection.Connection`)
+than a fair share a transfer that joins other workers' gets its bytes, by how
+many it joins: the join delays of the simulator (:class:`sgdsim.simulation.connection.Connection`)
 as real training shows it, which races of pre-made tensors understate
 (docs/steady-state.md, "Joins in training").
 """
@@ -13,6 +13,7 @@ as real training shows it, which races of pre-made tensors understate
 from __future__ import annotations
 
 import shutil
+import statistics
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -142,17 +143,20 @@ def join_losses(
     min_bytes: float,
     gap_s: float = 0.02,
     min_overlap_s: float = 0.0,
-) -> list[float]:
-    """How much later than a fair share each joining transfer got its bytes, seconds.
+) -> dict[int, list[float]]:
+    """How much later than a fair share each joining transfer got its bytes, seconds,
+    by how many other workers' transfers it joined.
 
-    For every two workers' transfers in ``direction`` where one (the joiner)
-    starts while the other's is on the wire and ends after it, with no third
-    worker's transfer in that window: over the window from the joiner's first
-    packet to the other's last, ``(B_first - B_joiner) / rate``, where ``B``
-    are the bytes each moved in the window and ``rate`` both together per
-    second. Fair sharing from the first packet gives 0; a joiner that gets
-    its share ``d`` seconds late, as the simulator's join delay holds it,
-    gives ``d`` (the first one alone at the full rate for ``d``).
+    A join is a worker's transfer in ``direction`` that starts while ``k ≥ 1``
+    other workers' transfers (the incumbents) are on the wire. Its window
+    runs from the joiner's first packet until the first incumbent ends or
+    another transfer starts, whichever is first (the set of transfers stays
+    the same), and the joiner must still be sending then. Over the window,
+    ``k · (B̄_incumbent − B_joiner) / rate``, where ``B`` are the bytes moved
+    in the window (the incumbents' mean) and ``rate`` all of them together
+    per second. Fair sharing from the first packet gives 0; a joiner that
+    gets its share ``d`` seconds late, as the simulator's join delay holds it
+    (the incumbents share the link for ``d``), gives ``d``.
 
     Args:
         packets: the capture (:func:`read_pcap`).
@@ -165,7 +169,7 @@ def join_losses(
         min_overlap_s: shortest window counted, seconds.
 
     Returns:
-        One growth per join, in time order of the joins.
+        ``{k: [lateness of each join of k incumbents, in time order]}``.
 
     Raises:
         ValueError: unknown ``direction``.
@@ -177,29 +181,31 @@ def join_losses(
     for w in workers:
         sender, receiver = (w, server) if direction == "push" else (server, w)
         m = (p.src == sender) & (p.dst == receiver)
-        flows[w] = (p.t[m], p.payload[m], bursts(p.t[m], p.payload[m], gap_s, min_bytes))
-    joins: list[tuple[float, float]] = []
-    for a in workers:
-        for b in workers:
-            if a == b:
-                continue
-            for first_start, first_end in flows[a][2]:
-                for start, end in flows[b][2]:
-                    if not (first_start < start < first_end < end):
-                        continue
-                    if first_end - start < min_overlap_s:
-                        continue
-                    if any(
-                        np.any((flows[c][2][:, 0] < first_end) & (flows[c][2][:, 1] > start))
-                        for c in workers
-                        if c not in (a, b)
-                    ):
-                        continue
-                    moved = []
-                    for w in (a, b):
-                        tw, sw, _ = flows[w]
-                        moved.append(float(sw[(tw >= start) & (tw <= first_end)].sum()))
-                    if moved[0] + moved[1] > 0:
-                        rate = (moved[0] + moved[1]) / (first_end - start)
-                        joins.append((start, (moved[0] - moved[1]) / rate))
-    return [g for _, g in sorted(joins)]
+        flows[w] = (p.t[m], p.payload[m])
+    transfers = [
+        (float(a), float(b), w) for w in workers for a, b in bursts(*flows[w], gap_s, min_bytes)
+    ]
+
+    def moved(w: int, lo: float, hi: float) -> float:
+        t, size = flows[w]
+        return float(size[(t >= lo) & (t <= hi)].sum())
+
+    joins: dict[int, list[tuple[float, float]]] = {}
+    for start, end, j in transfers:
+        incumbents = [w for a, b, w in transfers if w != j and a < start < b]
+        if not incumbents:
+            continue
+        until = min(
+            [b for a, b, w in transfers if w in incumbents and a < start < b]
+            + [a for a, _, w in transfers if w != j and start < a < end]
+        )
+        if until >= end or until - start < min_overlap_s:
+            continue
+        b_inc = [moved(w, start, until) for w in incumbents]
+        b_join = moved(j, start, until)
+        rate = (sum(b_inc) + b_join) / (until - start)
+        if rate > 0:
+            k = len(incumbents)
+            late = k * (statistics.fmean(b_inc) - b_join) / rate
+            joins.setdefault(k, []).append((start, late))
+    return {k: [g for _, g in sorted(v)] for k, v in sorted(joins.items())}
