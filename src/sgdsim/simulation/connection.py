@@ -34,7 +34,7 @@ class JoinDelay:
     Joining ``k`` transfers on the wire, the transfer waits a delay of mean
     ``mean_s[k − 1]`` and standard deviation ``sd_s[k − 1]`` seconds (the
     last entries for more than ``len(mean_s)``), drawn per join from a gamma
-    distribution with those two moments (the mean itself when the sd is 0).
+    distribution with those two moments (the mean itself when either is 0).
     On the testbed the lateness grows with ``k`` and varies from join to
     join by about as much as its mean; both are measured in real training by
     :func:`sgdsim.testbed.calibrate.training_join_delays` (docs/steady-state.md,
