@@ -192,12 +192,12 @@ def join_losses(
 
     joins: dict[int, list[tuple[float, float]]] = {}
     for start, end, j in transfers:
-        incumbents = [w for a, b, w in transfers if w != j and a < start < b]
-        if not incumbents:
+        on_wire = [(b, w) for a, b, w in transfers if w != j and a < start < b]
+        if not on_wire:
             continue
+        incumbents = [w for _, w in on_wire]
         until = min(
-            [b for a, b, w in transfers if w in incumbents and a < start < b]
-            + [a for a, _, w in transfers if w != j and start < a < end]
+            [b for b, _ in on_wire] + [a for a, _, w in transfers if w != j and start < a < end]
         )
         if until >= end or until - start < min_overlap_s:
             continue
