@@ -115,3 +115,8 @@ def test_join_delays_of_the_joins_carry_the_last_k_measured_well():
     assert got.mean_s == pytest.approx((0.03, 0.03, 0.0, 0.0))
     assert got.sd_s == pytest.approx((np.std(ones), np.std(ones), 0.0, 0.0))
     assert join_delay_of({}, workers=2).mean_s == (0.0,)
+    # signed (a FIFO's): the joins themselves, carried forward the same way, unclipped
+    signed = join_delay_of({1: ones, 2: [0.2, 0.3], 3: [-0.1] * 6}, workers=5, signed=True)
+    assert signed.joins_s == (tuple(ones), tuple(ones), (-0.1,) * 6, (-0.1,) * 6)
+    assert signed.mean_s == pytest.approx((0.03, 0.03, -0.1, -0.1))
+    assert join_delay_of({2: ones}, workers=3, signed=True).joins_s == ((0.0,), tuple(ones))

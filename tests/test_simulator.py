@@ -905,6 +905,51 @@ def test_join_delays_are_drawn_from_a_gamma_of_the_measured_mean_and_sd():
         simulate_async(w, net, 2, 1, 0, push_join_delay_s=[0.01, -1.0])
 
 
+def test_a_negative_join_holds_the_incumbents_next_unit_by_hand():
+    # two 0.5 MB pulls at 10 MB/s, 1 ms compute, a 1-byte push; worker 1 joins
+    # worker 0's first tensor at 0.01 s and draws -20 ms (a FIFO's favoured joiner)
+    w = workload([0.001], [5e5, 5e5], [0, 0], [1.0], [0], [0.0])
+    net = Network(1e7, 0.0)
+    log: list[list[float]] = []
+    favoured = JoinDelay.resampled([(-0.02,)])
+    simulate_async(
+        w, net, 2, 1, 0, start_offsets_s=[0, 0.01], step_log=log, pull_join_delay_s=favoured
+    )
+    # both share from 0.01 s: worker 0's first tensor ends at 0.09 s (worker 1 has
+    # 0.4 MB); worker 0 holds its second 20 ms, worker 1 alone ends its first at 0.10 s
+    # and has 0.1 MB of its second at 0.11 s; sharing again, worker 1 ends at 0.19 s,
+    # worker 0 0.01 s later. Each step then computes 1 ms and pushes 1 byte.
+    assert [e[0] for e in log] == pytest.approx([0.201, 0.191], abs=1e-5)
+    # without the draw worker 0 sends its second tensor at once and stays 10 ms ahead
+    log.clear()
+    simulate_async(w, net, 2, 1, 0, start_offsets_s=[0, 0.01], step_log=log)
+    assert [e[0] for e in log] == pytest.approx([0.191, 0.201], abs=1e-5)
+
+
+def test_measured_joins_are_drawn_as_measured_sign_included():
+    d = JoinDelay.resampled([(-0.3, 0.1, 0.2), (0.05,)])
+    assert d.mean_s == pytest.approx((0.0, 0.05)) and d.sd_s[1] == 0.0
+    rng = np.random.default_rng(3)
+    one = [d.draw(1, rng) for _ in range(3000)]
+    assert set(one) == {-0.3, 0.1, 0.2}  # every measured join, nothing else
+    assert {one.count(x) for x in (-0.3, 0.1, 0.2)} <= set(range(900, 1100))
+    assert d.draw(5, rng) == 0.05  # beyond the last k: the last's joins
+    assert d  # a zero mean of signed joins still delays (or favours) each join
+    for bad in ([], [(0.1,), ()]):
+        with pytest.raises(ValueError, match="join"):
+            JoinDelay.resampled(bad)
+    with pytest.raises(ValueError, match="joins_s"):
+        JoinDelay((0.1, 0.2), joins_s=((0.1,),))
+    # the draws make a run depend on its seed, deterministically
+    w = workload([0.001], [5e5, 5e5], [0, 0], [5e5, 5e5], [0, 0], [0.0, 0.0])
+    net = Network(1e7, 0.0)
+    runs = [
+        simulate_async(w, net, 3, 6, 1, seed=s, pull_join_delay_s=d, push_join_delay_s=d)
+        for s in (4, 4, 5)
+    ]
+    assert runs[0].steps_per_s == runs[1].steps_per_s != runs[2].steps_per_s
+
+
 def test_a_backward_pass_that_starts_while_the_ps_receives_waits_the_push_join_delay():
     # a 1-byte pull, 1 ms compute, then a 1 MB push at 10 MB/s (0.1 s alone); a 1-byte
     # push at step start (as the forward pass's batch-norm statistics) does not wait

@@ -294,27 +294,38 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     assert phases[1][2] == pytest.approx(phase_distance(ends, again.window_s))
 
 
-def test_push_join_is_not_used_through_a_fifo_and_reaches_the_prediction(tmp_path):
+def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
+    testbed_ok, lenet_profile, tmp_path
+):
     import json
 
     import yaml
     from conftest import ROOT
 
-    from sgdsim.pipeline.validation import calibrate_push_join_stage
+    from sgdsim.pipeline.validation import _join_delay_of, calibrate_push_join_stage
+    from sgdsim.traces import normalize_profile
 
-    w = one_tensor_workload(0.1, 1e5, 0.0)
-    w.save(tmp_path / "w.json")
+    tables, workload = tmp_path / "tables", tmp_path / "w.json"
+    normalize_profile(lenet_profile, tables, workload)
     config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     net = dict(config["validation"]["networks"][0], queue="fifo", buffer_bytes=62_500)
     config["validation"]["networks"] = [net]
     out = tmp_path / "push.json"
-    calibrate_push_join_stage(
-        config, str(tmp_path / "w.json"), str(out), net["name"], "cpu", "LeNet5"
-    )
+    calibrate_push_join_stage(config, str(workload), str(out), net["name"], "cpu", "LeNet5")
     got = json.loads(out.read_text())
-    # no join delay through a FIFO: the joiner's share there is not a late fair share
-    assert got["status"] == "not_used" and got["push_join_delay_s"] == 0.0
-    assert "fifo" in got["reason"] and "push_join_growth_s" not in got
+    # two real workers trained through the FIFO while the PS port was captured
+    assert (got["status"], got["draw"], got["workers"]) == ("ok", "joins", 2)
+    assert got["steps_per_s"] > 0
+    # the prediction draws the captured joins themselves, unclipped
+    for name in ("push", "pull"):
+        delay = _join_delay_of(got, name)
+        joins = got[f"{name}_join_growth_s"].get("1", [])
+        if len(joins) >= 5:  # MIN_JOINS
+            assert delay.joins_s == (tuple(joins),)
+            assert delay.mean_s[0] == pytest.approx(sum(joins) / len(joins))
+        else:
+            assert delay.joins_s == ((0.0,),)
+    assert child_processes() == []
 
 
 @pytest.mark.slow

@@ -562,9 +562,10 @@ def calibrate_push_join_stage(
     model on the network's NICs (the validation hardware's threads) while
     the PS's port is captured; per number ``k`` of transfers a pull or push
     joins, the mean and spread of the joins' lateness the capture shows.
-    Through a ``fifo`` queue the status is ``not_used`` and the delays 0: a
-    join delay is the late start of a fair share, and a FIFO gives the
-    joiner a share of its own (docs/steady-state.md); ``skipped`` with the
+    Through a ``fifo`` queue, where a joiner may get more than its share,
+    ``"draw": "joins"`` (the means unclipped): the prediction draws the
+    measured joins themselves, sign included (docs/steady-state.md, "Joins
+    through a FIFO"); ``"draw": "gamma"`` otherwise. ``skipped`` with the
     reason where the testbed cannot run.
 
     Raises:
@@ -578,17 +579,12 @@ def calibrate_push_join_stage(
     workload = Workload.load(workload_path)
     row: dict[str, Any] = {"network": net["name"], "push_join_delay_s": 0.0}
     queue = _validation_queue(config, net)
-    why = None if queue != "fair" else check_available()
-    if why is None and queue == "fair":
+    why = check_available()
+    if why is None:
         from sgdsim.testbed.capture import tcpdump_missing
 
         why = tcpdump_missing()
-    if queue != "fair":
-        row |= {
-            "status": "not_used",
-            "reason": f"queue {queue}: the joiner's share is not a late fair share",
-        }
-    elif why is not None:
+    if why is not None:
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why}
     else:
@@ -612,7 +608,14 @@ def calibrate_push_join_stage(
             queue=queue,
             buffer_bytes=_link(config, net, "buffer_bytes"),
         )
-        row |= {"status": "ok", "reason": "", "method": "training capture", "workers": workers}
+        row |= {
+            "status": "ok",
+            "reason": "",
+            "method": "training capture",
+            "workers": workers,
+            # a FIFO's joins are drawn as measured, sign included (JoinDelay.resampled)
+            "draw": "joins" if queue == "fifo" else "gamma",
+        }
         for name, delay, growth in (
             ("push", joins.push, joins.push_growth_s),
             ("pull", joins.pull, joins.pull_growth_s),
@@ -752,10 +755,16 @@ def _message_overhead(cal: dict[str, Any], workers: int) -> float:
 
 def _join_delay_of(joins: dict[str, Any], name: str) -> JoinDelay:
     """``name`` (push or pull) join delay of a :func:`calibrate_push_join_stage` JSON:
-    per k means and sds, or one number (a race's calibration)."""
+    per k means and sds, per k the measured joins (``"draw": "joins"``), or
+    one number (a race's calibration)."""
     mean = joins.get(f"{name}_join_delay_s", 0.0)
     if isinstance(mean, (int, float)):
         return JoinDelay.of(float(mean))
+    if joins.get("draw") == "joins":
+        from sgdsim.testbed.calibrate import join_delay_of
+
+        growth = {int(k): g for k, g in joins[f"{name}_join_growth_s"].items()}
+        return join_delay_of(growth, int(joins["workers"]), signed=True)
     return JoinDelay(tuple(mean), tuple(joins[f"{name}_join_sd_s"]))
 
 

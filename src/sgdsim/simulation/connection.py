@@ -12,6 +12,7 @@ applying the pushed gradients one at a time in arrival order. A
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,27 +41,49 @@ class JoinDelay:
     :func:`sgdsim.testbed.calibrate.training_join_delays` (docs/steady-state.md,
     "Joins by how many they join").
 
+    With ``joins_s`` each join instead draws one of the measured joins of its
+    ``k`` (uniformly, with replacement), sign included: through a FIFO port
+    a joiner may get *more* than its share (docs/steady-state.md, "Joins
+    through a FIFO"), which a negative draw ``d`` gives it: the ``k``
+    incumbents each hold their next unit of the transfer on the wire
+    ``−d / k`` seconds, so the joiner has the link to itself for about that
+    long (the lateness ``k (B̄_incumbent −
+    B_joiner) / rate`` of :func:`sgdsim.testbed.capture.join_losses` is then
+    ``d``).
+
     Attributes:
-        mean_s: (K,) mean delay joining 1, 2, … K transfers, seconds (≥ 0).
+        mean_s: (K,) mean delay joining 1, 2, … K transfers, seconds (≥ 0
+            unless ``joins_s`` is given).
         sd_s: (K,) their standard deviations, seconds (≥ 0); empty: all 0.
+        joins_s: (K,) per ``k``, the measured joins' lateness, seconds (any
+            sign, at least one each); empty: the gamma draws above.
 
     Raises:
-        ValueError: a negative value, no mean, or ``sd_s`` of another length.
+        ValueError: a negative mean without ``joins_s``, a negative sd, no
+            mean, ``sd_s`` or ``joins_s`` of another length, an empty ``k``
+            in ``joins_s``.
     """
 
     mean_s: tuple[float, ...]
     sd_s: tuple[float, ...] = ()
+    joins_s: tuple[tuple[float, ...], ...] = ()
 
     def __post_init__(self) -> None:
         sd = self.sd_s or (0.0,) * len(self.mean_s)
         object.__setattr__(self, "mean_s", tuple(float(x) for x in self.mean_s))
         object.__setattr__(self, "sd_s", tuple(float(x) for x in sd))
+        object.__setattr__(self, "joins_s", tuple(tuple(map(float, j)) for j in self.joins_s))
         if not self.mean_s or len(self.sd_s) != len(self.mean_s):
             raise ValueError(
                 f"a join delay needs one mean and one sd per number of transfers joined, "
                 f"got means {self.mean_s} and sds {self.sd_s}"
             )
-        if min(self.mean_s + self.sd_s) < 0:
+        if self.joins_s and (len(self.joins_s) != len(self.mean_s) or not all(self.joins_s)):
+            raise ValueError(
+                f"joins_s needs at least one join per number of transfers joined "
+                f"({len(self.mean_s)}), got {len(self.joins_s)} lists"
+            )
+        if min(self.sd_s) < 0 or (not self.joins_s and min(self.mean_s) < 0):
             raise ValueError(f"join delays must be >= 0 s, got {self.mean_s}, sd {self.sd_s}")
 
     @classmethod
@@ -72,12 +95,29 @@ class JoinDelay:
             return cls((float(value),))
         return cls(tuple(value))
 
+    @classmethod
+    def resampled(cls, joins_s: Sequence[Sequence[float]]) -> JoinDelay:
+        """Draws of the measured joins ``joins_s[k − 1]`` (seconds, any sign) for each ``k``.
+
+        Raises:
+            ValueError: no ``k``, or a ``k`` without joins.
+        """
+        if not joins_s or not all(joins_s):
+            raise ValueError(f"every k needs at least one measured join, got {joins_s}")
+        mean = tuple(statistics.fmean(j) for j in joins_s)
+        return cls(mean, tuple(statistics.pstdev(j) for j in joins_s), tuple(map(tuple, joins_s)))
+
     def __bool__(self) -> bool:
-        return any(self.mean_s)
+        return any(self.mean_s) or any(any(j) for j in self.joins_s)
 
     def draw(self, k: int, rng: np.random.Generator) -> float:
-        """The delay of one join of ``k ≥ 1`` transfers, seconds (``rng`` only with an sd)."""
+        """The delay of one join of ``k ≥ 1`` transfers, seconds (``rng`` only with an sd).
+
+        Negative only with ``joins_s``: the joiner goes first (see the class)."""
         i = min(k, len(self.mean_s)) - 1
+        if self.joins_s:
+            joins = self.joins_s[i]
+            return joins[int(rng.integers(len(joins)))]
         mean, sd = self.mean_s[i], self.sd_s[i]
         if sd == 0.0 or mean == 0.0:
             return mean
@@ -144,7 +184,7 @@ class Connection:
         queue: the policy's queue for this direction.
     """
 
-    __slots__ = ("busy", "direction", "joined_step", "model", "ps", "queue", "since")
+    __slots__ = ("busy", "direction", "hold_s", "joined_step", "model", "ps", "queue", "since")
 
     def __init__(self, model: AsyncPSModel, direction: int, ps: ParameterServer, queue: Queue):
         self.model = model
@@ -154,6 +194,7 @@ class Connection:
         self.busy = False
         self.since = 0.0  # when the unit on the wire was put there
         self.joined_step = -1  # step whose first pull (backward push) this connection sent
+        self.hold_s = 0.0  # a joiner through a FIFO goes first: the next unit waits this long
 
     def kick(self, now: float) -> None:
         """If idle, put the next unit of the queue on the wire at ``now``."""
@@ -172,20 +213,28 @@ class Connection:
         self.wire(now, unit)
 
     def _join_delay(self, unit: Unit) -> float:
-        """Seconds ``unit`` waits before the wire: a draw of the join delay if it opens
-        its step's pulls (or backward pushes) while the PS NIC carries other
-        workers' (by how many), else 0."""
+        """Seconds ``unit`` waits before the wire: a hold another worker's join put on
+        this connection, plus a draw of the join delay if ``unit`` opens its
+        step's pulls (or backward pushes) while the PS NIC carries other
+        workers' (by how many). A negative draw puts the hold on those others."""
+        hold, self.hold_s = self.hold_s, 0.0
         m = self.model
         d = m.join_delay_s if self.direction == DOWN else m.push_join_delay_s
         if not d or self.joined_step == unit[2]:
-            return 0.0
+            return hold
         if self.direction == UP:
             w = m.workers[unit[1]]
             if w.step != unit[2] or w.cur.left or not m.plan.gradient_push[unit[3][0][0]]:
-                return 0.0  # still in the forward pass
+                return hold  # still in the forward pass
         self.joined_step = unit[2]
         k = self.ps.on_wire[self.direction]
-        return d.draw(k, m.rng) if k else 0.0
+        delay = d.draw(k, m.rng) if k else 0.0
+        if delay >= 0.0:
+            return hold + delay
+        for other in m.conns[self.direction][self.ps.shard]:
+            if other is not self and other.busy and len(other.queue):  # units of this transfer
+                other.hold_s = max(other.hold_s, -delay / k)
+        return hold
 
     def wire(self, now: float, unit: Unit) -> None:
         """Put ``unit`` on the network at ``now``."""

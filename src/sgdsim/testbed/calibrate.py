@@ -367,18 +367,31 @@ class TrainingJoins:
     workers: int
 
 
-def join_delay_of(growth_s: Mapping[int, Sequence[float]], workers: int) -> JoinDelay:
+def join_delay_of(
+    growth_s: Mapping[int, Sequence[float]], workers: int, *, signed: bool = False
+) -> JoinDelay:
     """The :class:`~sgdsim.simulation.connection.JoinDelay` of measured joins.
 
     Args:
         growth_s: ``{k: lateness of each join of k transfers, seconds}``.
         workers: workers of the run (``k`` runs 1 … workers − 1).
+        signed: draw the measured joins themselves, sign included
+            (:meth:`JoinDelay.resampled`: a FIFO port's joins), instead of
+            a gamma of their mean clipped at 0 and their spread (a fair
+            queue's late start).
 
     Returns:
         Per ``k``, the mean (clipped at 0) and the population standard
-        deviation of its joins; with fewer than :data:`MIN_JOINS` joins, the
-        previous ``k``'s (0 and 0 for ``k = 1``).
+        deviation of its joins, or with ``signed`` the joins; with fewer
+        than :data:`MIN_JOINS` joins, the previous ``k``'s (none for
+        ``k = 1``: 0).
     """
+    if signed:
+        lists: list[tuple[float, ...]] = []
+        for k in range(1, max(workers, 2)):
+            joins = tuple(growth_s.get(k, ()))
+            lists.append(joins if len(joins) >= MIN_JOINS else (lists[-1] if lists else (0.0,)))
+        return JoinDelay.resampled(lists)
     mean, sd = [0.0], [0.0]
     for k in range(1, max(workers, 2)):
         g = growth_s.get(k, ())
@@ -410,7 +423,9 @@ def training_join_delays(
     join of ``k`` (:func:`sgdsim.testbed.capture.join_losses`: how much later
     than a fair share from its first packet the joiner got its bytes); the
     delays are the mean and spread over the joins of each ``k``
-    (:func:`join_delay_of`). Races of pre-made tensors
+    (:func:`join_delay_of`); through a ``fifo`` queue, where a joiner may
+    get more than its share, the joins themselves, drawn with their sign
+    (``signed``). Races of pre-made tensors
     (:func:`model_push_join_delay`) see a third of it for pushes: in training
     the joiner starts its push as its backward pass starts and its pull as
     the others' streams run (docs/steady-state.md, "Joins in training").
@@ -455,9 +470,10 @@ def training_join_delays(
         window = 0.05 * size / rate
         found = join_losses(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
         growth[direction] = {k: tuple(g) for k, g in found.items()}
+    signed = link.get("queue", DEFAULT_QUEUE) == "fifo"
     return TrainingJoins(
-        join_delay_of(growth["push"], workers),
-        join_delay_of(growth["pull"], workers),
+        join_delay_of(growth["push"], workers, signed=signed),
+        join_delay_of(growth["pull"], workers, signed=signed),
         growth["push"],
         growth["pull"],
         r.steps_per_s,
