@@ -111,7 +111,7 @@ class JoinDelay:
         return any(self.mean_s) or any(any(j) for j in self.joins_s)
 
     def draw(self, k: int, rng: np.random.Generator) -> float:
-        """The delay of one join of ``k ≥ 1`` transfers, seconds (``rng`` only with an sd).
+        """The delay of one join of ``k ≥ 1`` transfers, seconds (``rng`` with an sd or joins).
 
         Negative only with ``joins_s``: the joiner goes first (see the class)."""
         i = min(k, len(self.mean_s)) - 1

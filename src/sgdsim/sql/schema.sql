@@ -226,7 +226,7 @@ CREATE TABLE testbed_predictions (
     pull_join_delay_s DOUBLE,           -- how late the PS serves a step that starts while it sends to another worker (calibrated)
     push_join_delay_s DOUBLE,           -- how late a backward pass's pushes get their share while the PS receives another worker's (calibrated)
     pull_join_delays_s DOUBLE[],        -- mean pull join delay joining k = 1, 2, ... other workers' transfers, s (training capture; the last for more)
-    pull_join_sd_s   DOUBLE[],          -- their standard deviations, s (each join's delay is drawn from a gamma with that mean and sd)
+    pull_join_sd_s   DOUBLE[],          -- their standard deviations, s (each join's delay is drawn from a gamma with that mean and sd; through a FIFO port from the captured joins themselves, so a mean may be < 0: the joiner favoured)
     push_join_delays_s DOUBLE[],        -- the same for pushes, s
     push_join_sd_s   DOUBLE[],          -- their standard deviations, s
     message_overhead_s DOUBLE,          -- software cost of one ring message at this point's N, added to the latency to make alpha (calibrated; 0 at N = 1 and without allreduce points)
