@@ -588,7 +588,9 @@ def calibrate_push_join_stage(
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why}
     else:
-        from sgdsim.testbed.calibrate import training_join_delays
+        from sgdsim.testbed.calibrate import TRAINING_JOIN_RULE, training_join_delays
+
+        capture_s = config["validation"]["join_capture_s"]
 
         workers = max(
             [2]
@@ -604,6 +606,7 @@ def calibrate_push_join_stage(
             float(workload.pull_bytes.sum()),
             float(workload.push_bytes.sum()),
             workers=workers,
+            rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
             mtu=_validation_mtu(config, net),
             queue=queue,
             buffer_bytes=_link(config, net, "buffer_bytes"),
