@@ -616,8 +616,8 @@ def calibrate_push_join_stage(
             "reason": "",
             "method": "training capture",
             "workers": workers,
-            # a FIFO's joins are drawn as measured, sign included (JoinDelay.resampled)
-            "draw": "joins" if queue == "fifo" else "gamma",
+            # as training_join_delays chose: a FIFO's joins drawn as measured, sign included
+            "draw": "joins" if joins.push.joins_s else "gamma",
         }
         for name, delay, growth in (
             ("push", joins.push, joins.push_growth_s),

@@ -386,22 +386,16 @@ def join_delay_of(
         than :data:`MIN_JOINS` joins, the previous ``k``'s (none for
         ``k = 1``: 0).
     """
-    if signed:
-        lists: list[tuple[float, ...]] = []
-        for k in range(1, max(workers, 2)):
-            joins = tuple(growth_s.get(k, ()))
-            lists.append(joins if len(joins) >= MIN_JOINS else (lists[-1] if lists else (0.0,)))
-        return JoinDelay.resampled(lists)
-    mean, sd = [0.0], [0.0]
+    lists: list[tuple[float, ...]] = []
     for k in range(1, max(workers, 2)):
-        g = growth_s.get(k, ())
-        if len(g) >= MIN_JOINS:
-            mean.append(max(0.0, statistics.fmean(g)))
-            sd.append(statistics.pstdev(g))
-        else:
-            mean.append(mean[-1])
-            sd.append(sd[-1])
-    return JoinDelay(tuple(mean[1:]), tuple(sd[1:]))
+        joins = tuple(growth_s.get(k, ()))
+        lists.append(joins if len(joins) >= MIN_JOINS else (lists[-1] if lists else (0.0,)))
+    if signed:
+        return JoinDelay.resampled(lists)
+    return JoinDelay(
+        tuple(max(0.0, statistics.fmean(j)) for j in lists),
+        tuple(statistics.pstdev(j) for j in lists),
+    )
 
 
 def training_join_delays(
