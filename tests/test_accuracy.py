@@ -28,7 +28,7 @@ def test_single_worker_replay_within_10_percent_of_untraced_step(model: str, tmp
         intra_op_threads=h["intra_op_threads"],
         inter_op_threads=h["inter_op_threads"],
         warmup_steps=3,
-        timed_steps=8,
+        timed_steps=16,  # ResNet50's 8 untraced steps had an IQR of 0.10 s around 0.44 s
         traced_steps=3,
         timeout_s=600,
     )

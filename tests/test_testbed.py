@@ -288,19 +288,16 @@ def race(queue: str, size: int, reps: int, rate: float) -> list[tuple[float, flo
 
 def test_fair_queue_shares_the_nic_between_peers_at_the_rate(testbed_ok):
     # 248 KB is one LeNet5 pull. The fair queue serves the two connections in
-    # turns of one frame, so both finish together, at twice one transfer's time;
-    # the fifo lets the connection that got ahead keep most of the rate.
+    # turns of one frame, so both finish together, at twice one transfer's time.
+    # Not compared with a FIFO: at this size it often shares as evenly (one
+    # run: 3 of 6 races within 0.5 ms, the fair queue's 2.6 to 5.5 ms apart).
     rate, size = 100e6, 248_000
     both = 2 * size / (rate / 8 * tbf_payload_fraction(DEFAULT_MTU))
     fair = race("fair", size, 8, rate)[2:]  # the first transfers grow TCP's windows
-    fifo = race("fifo", size, 8, rate)[2:]
     print("fair", [f"{a * 1e3:.1f}/{b * 1e3:.1f}" for a, b in fair])
-    print("fifo", [f"{a * 1e3:.1f}/{b * 1e3:.1f}" for a, b in fifo])
     for a, b in fair:
         assert min(a, b) > 0.75 * both and max(a, b) < 1.35 * both
         assert abs(a - b) < 0.25 * both
-    spread = statistics.median(abs(a - b) for a, b in fifo) / both
-    assert spread > statistics.median(abs(a - b) for a, b in fair) / both
 
 
 def test_fair_queue_has_a_class_per_peer_and_one_for_small_packets(testbed_ok):
