@@ -197,6 +197,7 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
         "queue": "fifo",
         "mtu": 1500,
         "buffer_bytes": 40_000,
+        "congestion_control": "reno",
         "steady": {"settle_s": 1, "min_steps": 20, "max_s": 8, "batches": 10},
     }
     # the two-worker point launched twice (fresh processes), scored by their mean
@@ -237,6 +238,10 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
         assert rate > 0 and window <= 8 + 1e-6 and len(steps) == n
         assert conv == (min(steps) >= 20 and rel <= 0.03)  # the first launch's estimate
         assert runs == n and len(rates) == n and rate == pytest.approx(sum(rates) / n)
+    # the TCP the hosts used is recorded with each point
+    assert con.execute("SELECT DISTINCT congestion_control FROM measurements").fetchall() == [
+        ("reno",)
+    ]
     # the view carries each launch's rate; its measured rate is their mean
     launched = con.execute(
         "SELECT measured_run_steps_per_s, measured_steps_per_s FROM validation WHERE workers = 2"

@@ -25,6 +25,7 @@ from sgdsim.simulation.bounds import tbf_payload_fraction
 from sgdsim.testbed import (
     MeasurementError,
     Testbed,
+    TestbedError,
     TestbedUnavailable,
     check_available,
     run_async_measurement,
@@ -149,6 +150,59 @@ def test_sigterm_removes_the_testbed_and_restores_handlers(testbed_ok):
         time.sleep(5)  # the handler raises long before this ends
     assert not {n for n in namespaces() if n.startswith(run_id)}
     assert signal.getsignal(signal.SIGTERM) == old
+
+
+CC_PROBE = """
+import socket, subprocess, sys, time
+peer = sys.argv[1]
+if peer == "serve":
+    s = socket.socket(); s.bind(("0.0.0.0", 7100)); s.listen()
+    a, _ = s.accept(); a.recv(1); time.sleep(4)
+else:
+    c = socket.create_connection((peer, 7100), timeout=20); c.sendall(b"x" * 100_000)
+    time.sleep(4)
+"""
+
+
+def tcp_algorithms(tb: Any, host: str) -> set[str]:
+    """Congestion controls of ``host``'s established TCP connections (``ss -ti``)."""
+    out = subprocess.run(tb.exec_argv(host, ["ss", "-tin"]), capture_output=True, text=True)
+    return set(re.findall(r"(\w+) wscale:", out.stdout))  # "[ts sack] cubic wscale:…"
+
+
+def test_every_host_uses_the_congestion_control_it_is_given(testbed_ok):
+    from sgdsim.testbed.netns import host_congestion_control
+
+    default = host_congestion_control()
+    for cc in (None, "reno", "cubic"):
+        with Testbed(1, bandwidth_bps=100e6, congestion_control=cc) as tb:
+            assert tb.congestion_control == (cc or default)
+            server = tb.popen("ps", [sys.executable, "-c", CC_PROBE, "serve"])
+            client = tb.popen("w0", [sys.executable, "-c", CC_PROBE, tb.address("ps")])
+            deadline = time.monotonic() + 20
+            while True:  # until the connection is up (both ends hold it 4 s)
+                seen = {h: tcp_algorithms(tb, h) for h in ("ps", "w0")}
+                if all(seen.values()) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            client.wait(timeout=30)
+            server.wait(timeout=30)
+            # both ends: the client's connect and the server's accepted socket
+            assert seen == {"ps": {cc or default}, "w0": {cc or default}}, cc
+    # the machine's own default is untouched
+    assert host_congestion_control() == default
+
+
+def test_an_unknown_congestion_control_says_what_the_kernel_has(testbed_ok):
+    before = ours()
+    with pytest.raises(TestbedError, match=r"nosuchcc.*this kernel has loaded: .*reno"):
+        Testbed(1, bandwidth_bps=100e6, congestion_control="nosuchcc")
+    assert ours() == before
+
+
+def test_a_malformed_congestion_control_is_refused_before_anything_is_built():
+    with pytest.raises(ValueError, match="congestion_control must be a name"):
+        Testbed(1, congestion_control="cubic; reboot")
 
 
 def test_latency_needs_netem(testbed_ok):
@@ -744,6 +798,7 @@ def test_each_simulated_episode_keeps_its_own_phase():
 def test_a_validation_network_sets_its_own_queueing_regime(tmp_path):
     from sgdsim.config import with_defaults
     from sgdsim.pipeline.validation import (
+        _testbed_links,
         _testbed_network,
         _validation_buffer,
         _validation_mtu,
@@ -753,6 +808,7 @@ def test_a_validation_network_sets_its_own_queueing_regime(tmp_path):
 
     plain = {"name": "plain", "bandwidth_bps": 1e8}
     shallow = {**plain, "name": "shallow", "mtu": 1500, "queue": "fifo", "buffer_bytes": 62_500}
+    shallow["congestion_control"] = "reno"
     config = with_defaults(
         {
             "models": [{"name": "LeNet5"}],
@@ -766,6 +822,10 @@ def test_a_validation_network_sets_its_own_queueing_regime(tmp_path):
     assert _validation_buffer(config, plain) == tbf_params(1e8, 9000, None)[1]
     assert (_validation_mtu(config, shallow), _validation_queue(config, shallow)) == (1500, "fifo")
     assert _validation_buffer(config, shallow) == 62_500
+    assert _testbed_links(config, plain)["congestion_control"] is None  # the machine's
+    assert _testbed_links(config, shallow) == {
+        "mtu": 1500, "queue": "fifo", "buffer_bytes": 62_500, "congestion_control": "reno"
+    }  # fmt: skip
     # the prediction sees each network's own frames
     for net, mtu in ((plain, 9000), (shallow, 1500)):
         seen = _testbed_network(config, net, str(tmp_path))

@@ -76,9 +76,17 @@ def _episode_protocol(config: dict[str, Any], wildcards: dict[str, str]) -> dict
 
 
 def _link(config: dict[str, Any], net: dict[str, Any], key: str) -> Any:
-    """A validation network's own ``mtu``, ``queue`` or ``buffer_bytes``, else
+    """A validation network's own ``mtu``, ``queue``, ``buffer_bytes`` or
+    ``congestion_control``, else
     ``validation``'s (a network may set its own queueing regime)."""
     return net[key] if key in net else config["validation"][key]
+
+
+def _testbed_links(config: dict[str, Any], net: dict[str, Any]) -> dict[str, Any]:
+    """The testbed's link arguments for ``net``: ``mtu``, ``queue``, ``buffer_bytes``
+    and ``congestion_control`` (the network's own, else ``validation``'s)."""
+    keys = ("mtu", "queue", "buffer_bytes", "congestion_control")
+    return {key: _link(config, net, key) for key in keys}
 
 
 def _validation_mtu(config: dict[str, Any], net: dict[str, Any]) -> int:
@@ -199,6 +207,7 @@ def measure_stage(
     """
     from sgdsim.simulation import Workload
     from sgdsim.testbed import check_available, run_async_measurement
+    from sgdsim.testbed.netns import host_congestion_control
 
     config = with_defaults(config)
     val = config["validation"]
@@ -222,6 +231,7 @@ def measure_stage(
         "mtu": _validation_mtu(config, net),
         "queue": _validation_queue(config, net),
         "buffer_bytes": _validation_buffer(config, net),
+        "congestion_control": _link(config, net, "congestion_control") or host_congestion_control(),
         "protocol": _protocol(config, wildcards),
     }
     why = check_available(need_netem=latency > 0)
@@ -264,6 +274,7 @@ def measure_stage(
             queue=row["queue"],
             start_offsets_s=offsets,
             buffer_bytes=_link(config, net, "buffer_bytes"),
+            congestion_control=row["congestion_control"] or None,
         )
         for _ in range(runs)
     ]
@@ -304,7 +315,7 @@ def _window_columns(r: Any) -> dict[str, Any]:
 
 def _testbed_link(row: dict[str, Any], loopback: bool) -> dict[str, Any]:
     """The testbed's link arguments for a point's ``row``: its rate, latency, MTU,
-    queue and buffer (no rate or latency on ``loopback``)."""
+    queue, buffer and TCP congestion control (no rate or latency on ``loopback``)."""
     return {
         "bandwidth_bps": None if loopback else row["bandwidth_bps"],
         "latency_s": 0.0 if loopback else row["latency_s"],
@@ -312,6 +323,7 @@ def _testbed_link(row: dict[str, Any], loopback: bool) -> dict[str, Any]:
         "mtu": row["mtu"],
         "queue": row["queue"],
         "buffer_bytes": row["buffer_bytes"],
+        "congestion_control": row["congestion_control"] or None,
     }
 
 
@@ -489,11 +501,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
 
         total = 2 + len(ring)
         # the NICs the measurements of this network get
-        link = {
-            "mtu": _validation_mtu(config, net),
-            "queue": _validation_queue(config, net),
-            "buffer_bytes": _link(config, net, "buffer_bytes"),
-        }
+        link = _testbed_links(config, net)
         with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
             r = network_cpu_per_byte(float(net["bandwidth_bps"]), **link)
             done.update()
@@ -578,7 +586,6 @@ def calibrate_push_join_stage(
     net = _validation_network(config, network_name)
     workload = Workload.load(workload_path)
     row: dict[str, Any] = {"network": net["name"], "push_join_delay_s": 0.0}
-    queue = _validation_queue(config, net)
     why = check_available()
     if why is None:
         from sgdsim.testbed.capture import tcpdump_missing
@@ -607,9 +614,7 @@ def calibrate_push_join_stage(
             float(workload.push_bytes.sum()),
             workers=workers,
             rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
-            mtu=_validation_mtu(config, net),
-            queue=queue,
-            buffer_bytes=_link(config, net, "buffer_bytes"),
+            **_testbed_links(config, net),
         )
         row |= {
             "status": "ok",

@@ -170,6 +170,7 @@ CREATE TABLE measurements (
     shaper_drops     BIGINT,            -- packets the tc tbf shapers dropped over the run
     protocol         VARCHAR,           -- episodes (drawn start phases) | steady (run until converged)
     buffer_bytes     BIGINT,            -- queue limit of every emulated NIC, bytes (fifo: the FIFO; fair: each per-peer queue)
+    congestion_control VARCHAR,         -- TCP congestion control of every emulated host (cubic, bbr, ...)
     settle_s         DOUBLE,            -- steady: seconds after the last worker's warm-up before the window
     converged        BOOLEAN,           -- steady: the batch-means rule held before max_s
     steps_per_s_half_width DOUBLE,      -- steady: half-width of the confidence interval of steps_per_s

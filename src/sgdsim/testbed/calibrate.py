@@ -161,12 +161,13 @@ def network_cpu_per_byte(
     mtu: int = DEFAULT_MTU,
     queue: str = DEFAULT_QUEUE,
     buffer_bytes: int | None = None,
+    congestion_control: str | None = None,
 ) -> NetworkCpu:
     """Measure the testbed's CPU seconds per byte at ``bandwidth_bps`` against loopback's.
 
     Moves ``seconds`` × rate bytes each way at once between two hosts of a
     one-worker testbed (links of MTU ``mtu`` bytes, NIC queues ``queue`` of
-    ``buffer_bytes``, None: the testbed's default; see
+    ``buffer_bytes``, TCP ``congestion_control``, None: the testbed's default; see
     :class:`~sgdsim.testbed.netns.Testbed`), then the same bytes over 127.0.0.1.
 
     Raises:
@@ -178,7 +179,14 @@ def network_cpu_per_byte(
         raise ValueError(f"need bandwidth_bps > 0 and seconds > 0, got {bandwidth_bps}, {seconds}")
     size = int(bandwidth_bps / 8 * seconds)
     timeout = 10 * seconds + 30
-    with Testbed(1, bandwidth_bps, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes) as tb:
+    with Testbed(
+        1,
+        bandwidth_bps,
+        mtu=mtu,
+        queue=queue,
+        buffer_bytes=buffer_bytes,
+        congestion_control=congestion_control,
+    ) as tb:
         shaped = _transfer(size, tb, timeout)
     loop = _transfer(size, None, timeout)
     moved = 2 * size
@@ -302,7 +310,8 @@ def model_push_join_delay(
             workload's ``push_bytes``).
         reps: races.
         mtu: the testbed's MTU, bytes.
-        kwargs: ``queue``, ``buffer_bytes``, ``threads`` of :func:`join_delay`.
+        kwargs: ``queue``, ``buffer_bytes``, ``congestion_control``, ``threads`` of
+            :func:`join_delay`.
 
     Raises:
         ValueError: no push, bytes or ``bandwidth_bps`` not > 0; the errors of
@@ -431,7 +440,7 @@ def training_join_delays(
         push_bytes: bytes a step pushes.
         workers: workers that train (≥ 2): joins of up to ``workers − 1``.
         rule: how long they train.
-        link: ``mtu``, ``queue``, ``buffer_bytes`` of
+        link: ``mtu``, ``queue``, ``buffer_bytes``, ``congestion_control`` of
             :func:`sgdsim.testbed.run_steady_measurement`.
 
     Raises:
@@ -485,6 +494,7 @@ def join_delay(
     threads: int = 2,
     timeout_s: float = 240.0,
     buffer_bytes: int | None = None,
+    congestion_control: str | None = None,
     tensors: int = 4,
     lag_fraction: float = 0.4,
     gap_s: float | None = None,
@@ -499,7 +509,8 @@ def join_delay(
         bandwidth_bps: the testbed NIC rate, bit/s.
         reps: races.
         transfer_s: each worker moves this long's worth of bytes at the rate.
-        mtu, queue, buffer_bytes: the testbed's (:class:`~sgdsim.testbed.netns.Testbed`).
+        mtu, queue, buffer_bytes, congestion_control: the testbed's
+            (:class:`~sgdsim.testbed.netns.Testbed`).
         threads: the TensorFlow processes' intra- and inter-op threads.
         timeout_s: the whole race's limit, seconds.
         tensors: float32 tensors per worker and race.
@@ -538,7 +549,14 @@ def join_delay(
     env = child_env()
     with (
         tempfile.TemporaryDirectory(prefix=f"sgdsim-{direction}-race-") as tmp,
-        Testbed(2, bandwidth_bps, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes) as tb,
+        Testbed(
+            2,
+            bandwidth_bps,
+            mtu=mtu,
+            queue=queue,
+            buffer_bytes=buffer_bytes,
+            congestion_control=congestion_control,
+        ) as tb,
     ):
         d = Path(tmp)
         cluster = {
@@ -617,13 +635,15 @@ def ring_message_overhead(
     queue: str = DEFAULT_QUEUE,
     timeout_s: float = 240.0,
     buffer_bytes: int | None = None,
+    congestion_control: str | None = None,
     floats: int = 4,
 ) -> RingMessage:
     """Measure α's software part for the ring all-reduce on the testbed.
 
     ``workers`` real ``MultiWorkerMirroredStrategy`` workers (RING, one
     thread per pool, one per namespace of a testbed at ``bandwidth_bps``
-    with ``mtu``, ``queue`` and ``buffer_bytes``)
+    with ``mtu``, ``queue``, ``buffer_bytes`` and
+    ``congestion_control``)
     time ``calls`` calls of one and of ``repeats`` chained all-reduces of a
     4-float tensor (``--probe`` of :mod:`sgdsim.testbed.allreduce_worker`;
     ``floats`` sets another size, to see what a message's bytes add).
@@ -651,7 +671,13 @@ def ring_message_overhead(
     with (
         tempfile.TemporaryDirectory(prefix="sgdsim-ring-") as tmp,
         Testbed(
-            workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
+            workers,
+            bandwidth_bps,
+            latency_s,
+            mtu=mtu,
+            queue=queue,
+            buffer_bytes=buffer_bytes,
+            congestion_control=congestion_control,
         ) as tb,
     ):
         addr = ",".join(f"{tb.address(f'w{k}')}:{RING_PORT}" for k in range(workers))
@@ -725,13 +751,15 @@ def ring_step_overhead(
     mtu: int = DEFAULT_MTU,
     queue: str = DEFAULT_QUEUE,
     buffer_bytes: int | None = None,
+    congestion_control: str | None = None,
     timeout_s: float = 240.0,
 ) -> RingStep:
     """Measure α for ``workers`` workers as a training step sees it.
 
     ``workers`` real ``MultiWorkerMirroredStrategy`` workers (RING, ``spec``'s
     thread pools, one per namespace of a testbed at ``bandwidth_bps`` with
-    ``mtu``, ``queue`` and ``buffer_bytes``) train a model of one 4-float
+    ``mtu``, ``queue``, ``buffer_bytes`` and
+    ``congestion_control``) train a model of one 4-float
     variable (``--probe-step`` of :mod:`sgdsim.testbed.allreduce_worker`) for
     ``warmup_steps`` + ``steps`` steps; one worker alone on loopback trains
     it too. The difference of their mean steps is what the step's all-reduce
@@ -783,7 +811,13 @@ def ring_step_overhead(
         finally:
             stop(procs["w0"])
         with Testbed(
-            workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
+            workers,
+            bandwidth_bps,
+            latency_s,
+            mtu=mtu,
+            queue=queue,
+            buffer_bytes=buffer_bytes,
+            congestion_control=congestion_control,
         ) as tb:
             addr = ",".join(f"{tb.address(f'w{k}')}:{RING_PORT}" for k in range(workers))
             outs = [Path(tmp) / f"w{k}.json" for k in range(workers)]

@@ -12,7 +12,9 @@ Each host's ``eth0`` is one end of a veth pair whose other end is a port of
 inside the testbed. With a bandwidth, a token-bucket filter (``tbf``) shapes
 BOTH ends of every veth, so each host's NIC sends and receives at most the rate
 (bit/s) per direction; with a latency, ``netem`` delays every packet a host
-sends by that one-way latency (seconds). Needs root and iproute2 (``ip``,
+sends by that one-way latency (seconds). Every host's TCP uses one congestion
+control (the route to the testbed's subnet names it), the host machine's
+default unless given. Needs root and iproute2 (``ip``,
 ``tc``); :func:`check_available` says why not otherwise.
 
 Each run records its run id and owning PID in :func:`state_dir` before it
@@ -46,6 +48,10 @@ _TOOL_PATH = os.pathsep.join(
     [os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/local/sbin", "/usr/bin", "/bin"]
 )
 _CMD_TIMEOUT_S = 30.0
+#: The kernel's default TCP congestion control, which new namespaces inherit.
+_CC_DEFAULT = Path("/proc/sys/net/ipv4/tcp_congestion_control")
+#: The congestion controls this kernel has loaded.
+_CC_AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 
 
 class TestbedUnavailable(SgdsimError):
@@ -277,6 +283,22 @@ def tbf_params(
     return burst, limit
 
 
+def host_congestion_control() -> str:
+    """This machine's default TCP congestion control (``cubic`` on most Linux
+    hosts), which a testbed's hosts use unless given another; ``""`` unknown."""
+    try:
+        return _CC_DEFAULT.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _check_congestion_control(name: str) -> None:
+    """Raise ValueError unless ``name`` looks like a TCP congestion control the
+    kernel has or may load (``ip route … congctl`` loads its module)."""
+    if not name or not name.replace("_", "").isalnum():
+        raise ValueError(f"congestion_control must be a name such as cubic or bbr, got {name!r}")
+
+
 class Testbed:
     """An emulated network of ``ps`` and ``w0`` … ``w{workers-1}`` hosts (context manager).
 
@@ -314,12 +336,19 @@ class Testbed:
             ``"fair"``. None: 50 ms at the rate, at least 64 KiB + one frame
             (:func:`tbf_params`). A switch port's shallow buffer is a few
             frames to a few ms at the rate; a deep one tens to hundreds of ms.
+        congestion_control: the TCP congestion control of every host (``cubic``,
+            ``bbr``, ``reno``, …; see /proc/sys/net/ipv4/tcp_available_congestion_control),
+            set on each host's route to the subnet (``ip route … congctl``), which
+            needs no change to the machine's settings. None: the machine's default
+            (:func:`host_congestion_control`), which namespaces inherit. Through a
+            FIFO the congestion control decides how flows share the port.
 
     Raises:
         TestbedUnavailable: :func:`check_available` gave a reason.
-        TestbedError: an ``ip``/``tc`` command failed (everything built is removed).
-        ValueError: workers < 1, bandwidth_bps <= 0, latency_s < 0, an unknown queue
-            or buffer_bytes below one frame.
+        TestbedError: an ``ip``/``tc`` command failed, such as a congestion control
+            this kernel lacks (everything built is removed).
+        ValueError: workers < 1, bandwidth_bps <= 0, latency_s < 0, an unknown queue,
+            buffer_bytes below one frame or a malformed congestion_control.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -333,6 +362,7 @@ class Testbed:
         mtu: int = DEFAULT_MTU,
         queue: str = DEFAULT_QUEUE,
         buffer_bytes: int | None = None,
+        congestion_control: str | None = None,
     ) -> None:
         if queue not in QUEUES:
             raise ValueError(f"queue must be one of {', '.join(QUEUES)}, got {queue!r}")
@@ -346,6 +376,8 @@ class Testbed:
             raise ValueError(f"mtu must be in 68..65535 bytes, got {mtu}")
         if bandwidth_bps is not None:
             tbf_params(bandwidth_bps, mtu, buffer_bytes)  # checks buffer_bytes
+        if congestion_control is not None:
+            _check_congestion_control(congestion_control)
         reason = check_available(need_netem=latency_s > 0)
         if reason is not None:
             raise TestbedUnavailable(reason)
@@ -358,6 +390,9 @@ class Testbed:
         self.mtu = mtu
         self.queue = queue
         self.buffer_bytes = buffer_bytes
+        self._congctl = congestion_control
+        #: The TCP congestion control every host uses.
+        self.congestion_control = congestion_control or host_congestion_control()
         self.hosts: tuple[str, ...] = ("ps", *(f"w{k}" for k in range(workers)))
         sweep_stale()
         existing = self._list_namespaces()
@@ -485,6 +520,16 @@ class Testbed:
             self._cmd([ip, "-n", br, "link", "set", port, "mtu", str(self.mtu), "up"])
             self._cmd([ip, "-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0"])
             self._cmd([ip, "-n", ns, "link", "set", "eth0", "mtu", str(self.mtu), "up"])
+            if self._congctl is not None:
+                route = [ip, "-n", ns, "route", "replace", self.subnet, "dev", "eth0"]
+                src = ["proto", "kernel", "scope", "link", "src", self.address(host)]
+                r = _run([*route, *src, "congctl", self._congctl])
+                if r.returncode != 0:
+                    have = _CC_AVAILABLE.read_text().strip() if _CC_AVAILABLE.exists() else "?"
+                    raise TestbedError(
+                        f"testbed {self.run_id}: congestion_control {self._congctl!r}: "
+                        f"{r.stderr.strip()} (this kernel has loaded: {have})"
+                    )
             self._shape(ns, "eth0", self.latency_s)  # what the host sends
             self._shape(br, port, 0.0)  # what the host receives
 

@@ -233,6 +233,7 @@ def run_async_measurement(
     queue: str = DEFAULT_QUEUE,
     start_offsets_s: Sequence[Sequence[float]] | None = None,
     buffer_bytes: int | None = None,
+    congestion_control: str | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers and measure steps/s.
 
@@ -282,6 +283,8 @@ def run_async_measurement(
             :class:`~sgdsim.testbed.netns.Testbed`).
         buffer_bytes: queue limit of every shaped NIC, bytes (None: the
             testbed's default; see :class:`~sgdsim.testbed.netns.Testbed`).
+        congestion_control: every host's TCP congestion control (None: this
+            machine's default; see :class:`~sgdsim.testbed.netns.Testbed`).
         start_offsets_s: (E, N) seconds after each episode's common start at
             which each worker begins it; None: one episode, each worker going
             on from its warm-up at once (they start as their processes come up).
@@ -329,7 +332,14 @@ def run_async_measurement(
     background = warn_if_busy()
     try:
         testbed, addr, where = open_hosts(
-            workers, bandwidth_bps, latency_s, loopback, mtu, queue, buffer_bytes
+            workers,
+            bandwidth_bps,
+            latency_s,
+            loopback,
+            mtu,
+            queue,
+            buffer_bytes,
+            congestion_control,
         )
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         log(
@@ -479,6 +489,7 @@ def open_hosts(
     mtu: int,
     queue: str,
     buffer_bytes: int | None,
+    congestion_control: str | None = None,
 ) -> tuple[Testbed | None, dict[str, str], str]:
     """The PS's and workers' addresses (``host:port`` by host name ``ps``, ``w0``, …)
     on a new :class:`Testbed`, or on free loopback ports with ``loopback``.
@@ -495,12 +506,19 @@ def open_hosts(
         ports = free_ports(len(names))
         return None, {h: f"127.0.0.1:{p}" for h, p in zip(names, ports, strict=True)}, "loopback"
     testbed = Testbed(
-        workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue, buffer_bytes=buffer_bytes
+        workers,
+        bandwidth_bps,
+        latency_s,
+        mtu=mtu,
+        queue=queue,
+        buffer_bytes=buffer_bytes,
+        congestion_control=congestion_control,
     )
     rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
     where = (
         f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, "
-        f"MTU {mtu}, {queue} queue of {testbed.queue_limit_bytes} bytes)"
+        f"MTU {mtu}, {queue} queue of {testbed.queue_limit_bytes} bytes, "
+        f"TCP {testbed.congestion_control})"
     )
     return testbed, {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}, where
 

@@ -65,6 +65,7 @@ def run_steady_measurement(
     mtu: int = DEFAULT_MTU,
     queue: str = DEFAULT_QUEUE,
     buffer_bytes: int | None = None,
+    congestion_control: str | None = None,
     capture_path: str | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers until its
@@ -84,7 +85,7 @@ def run_steady_measurement(
 
     Args:
         spec, workers, bandwidth_bps, latency_s, loopback, startup_s,
-            max_step_s, mtu, queue, buffer_bytes: as for
+            max_step_s, mtu, queue, buffer_bytes, congestion_control: as for
             :func:`sgdsim.testbed.run_async_measurement`.
         rule: the protocol's parameters (default :class:`~sgdsim.protocol.SteadyRule`).
         capture_path: where to write a header capture of the PS's port
@@ -122,7 +123,14 @@ def run_steady_measurement(
     capture: subprocess.Popen[bytes] | None = None
     try:
         testbed, addr, where = open_hosts(
-            workers, bandwidth_bps, latency_s, loopback, mtu, queue, buffer_bytes
+            workers,
+            bandwidth_bps,
+            latency_s,
+            loopback,
+            mtu,
+            queue,
+            buffer_bytes,
+            congestion_control,
         )
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         if capture_path is not None:

@@ -107,6 +107,7 @@ def run_sync_measurement(
     mtu: int = DEFAULT_MTU,
     queue: str = DEFAULT_QUEUE,
     buffer_bytes: int | None = None,
+    congestion_control: str | None = None,
     startup_s: float = 180.0,
     max_step_s: float = 30.0,
 ) -> MeasurementResult:
@@ -132,7 +133,8 @@ def run_sync_measurement(
             (``warmup_steps`` also before the ``steady`` rule's settling).
         rule: the ``steady`` protocol's rule (None: ``episodes``).
         loopback: every process on 127.0.0.1 without namespaces (no root).
-        mtu, queue, buffer_bytes: the testbed's links (see :class:`Testbed`).
+        mtu, queue, buffer_bytes, congestion_control: the testbed's links (see
+            :class:`Testbed`).
         startup_s, max_step_s: the run's deadline is ``startup_s`` + the
             protocol's seconds + ``max_step_s`` per warm-up and minimum step.
 
@@ -164,7 +166,14 @@ def run_sync_measurement(
     decided: list[float] = []
     try:
         testbed, addr, where = open_hosts(
-            workers, bandwidth_bps, latency_s, loopback, mtu, queue, buffer_bytes
+            workers,
+            bandwidth_bps,
+            latency_s,
+            loopback,
+            mtu,
+            queue,
+            buffer_bytes,
+            congestion_control,
         )
         what = "steady state" if rule is not None else f"{warmup_s:g} s warm-up + {duration_s:g} s"
         log(
