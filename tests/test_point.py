@@ -245,3 +245,26 @@ def test_a_job_started_together_is_predicted_in_lockstep_and_records_its_start(t
     assert r.exit_code == 0, r.output
     cli = json.loads(r.output.strip().splitlines()[-1])
     assert cli["start_window_s"] == 0.0 and cli["steps_per_s"] == a["steps_per_s"]
+
+
+def test_step_jitter_is_a_config_switch_of_async_points_only(tmp_path):
+    """``simulation.step_jitter`` reaches the async runs (off by default) and moves
+    workers started together out of lockstep; the synchronous modes take no such
+    argument."""
+    from sgdsim.simulation.point import _sim_kwargs
+
+    w = Workload.load(_workload(tmp_path))
+    workload = dataclasses.replace(w, step_scale=np.array([0.9, 1.0, 1.1]))
+    network = grid_network(1e8, 1e-4)
+    off = SimParams.from_config(with_defaults(CONFIG))
+    on = SimParams.from_config(
+        with_defaults({**CONFIG, "simulation": {**CONFIG["simulation"], "step_jitter": True}})
+    )
+    assert (off.step_jitter, on.step_jitter) == (False, True)
+    assert _sim_kwargs(workload, network, "tf_default", on, "async")["step_jitter"] is True
+    assert "step_jitter" not in _sim_kwargs(workload, network, "tf_default", on, "sync_ps")
+    rows = [
+        predict_point(workload, network, 3, "tf_default", p, start_offsets_s=[[0.0] * 3])
+        for p in (off, on)
+    ]
+    assert rows[0]["steps_per_s"] != rows[1]["steps_per_s"]

@@ -1012,3 +1012,55 @@ def test_zero_byte_push_after_an_idle_link_waits_for_its_update(policy, bw):
     simulate_async(w, Network(bw, 1e-4), 1, 5, 1, policy=policy, step_log=log, **SIZES)
     step = 1e-4 + 0.09375 + 1e-4 + 1 / 512
     assert np.diff(log[0]) == pytest.approx([step] * 4, rel=1e-9)
+
+
+def test_step_jitter_stretches_each_steps_compute_by_a_drawn_ratio():
+    # compute only (no bytes): 0.1 s per step, ratios 0.5 and 1.5, 1 ms overhead
+    w = dataclasses.replace(
+        workload([0.1], [], [], [], [], [], overhead=0.001), step_scale=np.array([0.5, 1.5])
+    )
+    net = Network(1e7, 0.0)
+    gaps = {}
+    for jitter in (False, True):
+        log: list[list[float]] = []
+        simulate_async(w, net, 1, 40, 0, seed=3, step_log=log, step_jitter=jitter)
+        ends = np.asarray(log[0])
+        gaps[jitter] = np.round(np.diff(np.concatenate([[0.0], ends])) - 0.001, 9)
+    assert set(gaps[False][1:].tolist()) == {0.1}
+    assert set(gaps[True][1:].tolist()) == {0.05, 0.15}  # both ratios drawn, nothing else
+    # the same seed draws the same steps; another seed others
+    again: list[list[float]] = []
+    simulate_async(w, net, 1, 40, 0, seed=3, step_log=again, step_jitter=True)
+    other: list[list[float]] = []
+    simulate_async(w, net, 1, 40, 0, seed=4, step_log=other, step_jitter=True)
+    assert again[0] == pytest.approx(np.cumsum(gaps[True] + 0.001).tolist(), abs=1e-9)
+    assert other[0] != again[0]
+
+
+def test_step_jitter_moves_two_workers_out_of_lockstep():
+    # two workers that start together on a fair PS link keep their phase exactly
+    # without variation; with the measured ratios their step ends drift apart
+    w = workload([0.05], [2e5], [0], [2e5], [0], [0.0])
+    w = dataclasses.replace(w, step_scale=np.array([0.9, 1.0, 1.1]))
+    net = Network(1e7, 0.0)
+    apart = {}
+    for jitter in (False, True):
+        log: list[list[float]] = []
+        simulate_async(
+            w, net, 2, 60, 0, start_offsets_s=[0.0, 0.0], step_log=log, step_jitter=jitter
+        )
+        apart[jitter] = max(abs(a - b) for a, b in zip(*log, strict=True))
+    assert apart[False] == pytest.approx(0.0, abs=1e-12)
+    assert apart[True] > 0.01  # at least a fifth of a compute segment
+
+
+def test_a_workload_keeps_its_step_ratios_through_json_and_refuses_bad_ones(tmp_path):
+    w = dataclasses.replace(
+        workload([0.1], [1.0], [0], [1.0], [0], [0.0]), step_scale=np.array([0.9, 1.1])
+    )
+    path = tmp_path / "w.json"
+    w.save(str(path))
+    assert Workload.load(str(path)).step_scale.tolist() == [0.9, 1.1]
+    for bad in ([], [1.0, 0.0]):
+        with pytest.raises(ValueError, match="step_scale"):
+            dataclasses.replace(w, step_scale=np.array(bad))

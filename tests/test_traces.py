@@ -94,6 +94,21 @@ def test_normalize_writes_tables_and_a_calibrated_workload(lenet_profile: Path, 
     assert 0 < prof["worker_busy_s"] <= prof["trace_span_s"]
     assert 0 < prof["tracing_factor"] < 1.5
     assert (tmp_path / "w.json").is_file()
+    # the workload carries each untraced step over its run's mean
+    meta = json.loads((lenet_profile / "meta.json").read_text())
+    ratios = Workload.load(str(tmp_path / "w.json")).step_scale
+    assert ratios is not None and len(ratios) == len(meta["untraced_step_s"])
+    assert statistics.fmean(ratios) == pytest.approx(1.0)
+
+
+def test_step_ratios_are_each_step_over_its_runs_mean():
+    from sgdsim.traces.calibrate import step_time_ratios
+
+    # two runs of two steps: run 2 is 10x slower, which stays out of the ratios
+    assert step_time_ratios([1.0, 3.0, 10.0, 30.0], runs=2) == [0.5, 1.5, 0.5, 1.5]
+    assert step_time_ratios([1.0, 3.0, 2.0], runs=2) == [0.5, 1.5, 1.0]  # one group
+    with pytest.raises(TraceError, match="untraced_step_s"):
+        step_time_ratios([1.0, 0.0])
 
 
 def test_each_gradient_push_points_at_the_pull_of_its_variable(lenet_profile: Path, tmp_path: Path):

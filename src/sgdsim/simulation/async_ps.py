@@ -134,6 +134,7 @@ def simulate_async(
     pull_join_delay_s: float | JoinDelay = 0.0,
     push_join_delay_s: float | JoinDelay = 0.0,
     start_window_s: float | None = None,
+    step_jitter: bool = False,
 ) -> AsyncResult:
     """Simulate ``workers`` asynchronous workers against the PS (one or several shards).
 
@@ -223,6 +224,11 @@ def simulate_async(
             gradients start while another's stream into the PS runs gets its
             share about 30 ms late, 60–80 ms behind two or three
             (docs/steady-state.md), which keeps asynchronous workers taking turns.
+        step_jitter: stretch each step's compute by one of the workload's
+            measured step ratios (``Workload.step_scale``), drawn per worker and
+            step: real workers' steps vary by a few percent, which moves their
+            relative phases (docs/model.md, "Step-to-step variation"). No effect
+            without ``step_scale``.
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
@@ -251,6 +257,7 @@ def simulate_async(
         (pull_join_delay_s, push_join_delay_s), pull_gap_s, pull_gap_cpu,
         PolicySizes(p3_slice_bytes, bytescheduler_partition_bytes, bytescheduler_credit_bytes),
         start_window_s,
+        workload.step_scale.tolist() if step_jitter and workload.step_scale is not None else None,
     )  # fmt: skip
     if step_log is not None:
         step_log.extend(raw.step_ends)
@@ -277,11 +284,12 @@ def _run_model(
     pull_gap_cpu: bool,
     sizes: PolicySizes,
     start_window_s: float | None = None,
+    step_scale: Sequence[float] | None = None,
 ) -> RawRun:
     """One run of the step model that serves this configuration (arguments as
     :func:`simulate_async`, checked there): the bulk :class:`FastFifoRun` for
-    whole-tensor FIFO policies on one PS without quantum or join delays
-    (``join_delays_s``: pulls', pushes'), and
+    whole-tensor FIFO policies on one PS without quantum, join delays
+    (``join_delays_s``: pulls', pushes') or step ratios (``step_scale``), and
     with a pull gap only as a pure delay on a fair PS NIC; :class:`AsyncPSModel`
     otherwise, compiled (:func:`.fast_general.run_model`, the same figures) where
     :func:`.fast_general.supports` it."""
@@ -291,7 +299,7 @@ def _run_model(
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     gap_ok = not serial_gap or (_GAP_FAST and not pull_gap_cpu and ps_discipline == "fair")
-    fast = gap_ok and not link_quantum_bytes and not any(join_delays_s)
+    fast = gap_ok and not link_quantum_bytes and not any(join_delays_s) and step_scale is None
     if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
         return FastFifoRun(
             workload,
@@ -325,6 +333,7 @@ def _run_model(
         compute_slots,
         link_quantum_bytes,
         *join_delays_s,
+        step_scale,
     )
     return fast_general.run_model(model) if fast_general.supports(model) else model.run()
 
@@ -448,6 +457,7 @@ def simulate_async_replicated(
     push_join_delay_s: float | JoinDelay = 0.0,
     trace: list[TraceRecord] | None = None,
     start_window_s: float | None = None,
+    step_jitter: bool = False,
 ) -> AsyncResult:
     """Mean of :func:`simulate_async` over seeds ``seed … seed + replications − 1``.
 
@@ -461,7 +471,7 @@ def simulate_async_replicated(
     validation starts its episodes from the same offsets).
 
     ``trace``: if given, receives the first replication's trace records.
-    ``start_window_s``: as for :func:`simulate_async`.
+    ``start_window_s``, ``step_jitter``: as for :func:`simulate_async`.
 
     Returns:
         An :class:`AsyncResult` whose metrics are means over replications
@@ -502,6 +512,7 @@ def simulate_async_replicated(
             push_join_delay_s=push_join_delay_s,
             trace=trace if r == 0 else None,
             start_window_s=start_window_s,
+            step_jitter=step_jitter,
         )
         for r, row in enumerate(rows)
     ]

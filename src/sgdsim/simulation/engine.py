@@ -313,7 +313,9 @@ class AsyncPSModel:
     Arguments as :func:`sgdsim.simulation.async_ps.simulate_async` (checked
     there); ``spec`` is the policy's units and queues with the pull gap set,
     ``pull_order`` its issue order, ``t1`` the window (s) over which the random
-    start offsets are drawn (the contention-free step time, or ``start_window_s``).
+    start offsets are drawn (the contention-free step time, or ``start_window_s``),
+    ``step_scale`` the measured step ratios each step's compute is stretched by
+    (one drawn per worker and step; None: none).
     """
 
     __slots__ = (
@@ -333,6 +335,7 @@ class AsyncPSModel:
         "sharded",
         "shared_cpu",
         "sim",
+        "step_scale",
         "steps_per_worker",
         "topology",
         "trace",
@@ -359,6 +362,7 @@ class AsyncPSModel:
         link_quantum_bytes: float = 0.0,
         pull_join_delay_s: float | JoinDelay = 0.0,
         push_join_delay_s: float | JoinDelay = 0.0,
+        step_scale: Sequence[float] | None = None,
     ) -> None:
         self.plan = StepPlan.build(workload, network, pol.get_policy(policy), spec, pull_order)
         self.rng = np.random.default_rng(seed)
@@ -370,6 +374,7 @@ class AsyncPSModel:
         self.pull_gap_cpu = spec.pull_gap_s > 0 and spec.pull_gap_cpu
         self.join_delay_s = JoinDelay.of(pull_join_delay_s)
         self.push_join_delay_s = JoinDelay.of(push_join_delay_s)
+        self.step_scale = None if step_scale is None else [float(x) for x in step_scale]
         self.workers_per_node = workers_per_node
         self.shared_cpu = workers_per_node > 1 or self.pull_gap_cpu
         shards = workload.ps_tasks
@@ -407,6 +412,13 @@ class AsyncPSModel:
     def cores_of(self, w: int) -> NodeCores:
         """The cores of worker ``w``'s node."""
         return self.cores[w // self.workers_per_node]
+
+    def draw_step_scale(self) -> float:
+        """The factor one step's compute runs at: a measured step ratio drawn
+        uniformly (``step_scale``), or 1 without one."""
+        if self.step_scale is None:
+            return 1.0
+        return self.step_scale[int(self.rng.integers(len(self.step_scale)))]
 
     def block_budget(self, w: int) -> float:
         """Prophet's byte budget for worker ``w``'s next block."""

@@ -774,7 +774,7 @@ def supports(model: AsyncPSModel) -> bool:
     """Whether :func:`run_model` runs ``model``: one PS shard, the ``fair``
     discipline (one worker: the link ``SoloLink``, whose arithmetic is
     ``FairLink``'s with one flow), processor sharing, no shared cores, no join
-    delay, no trace, a pull order the policy fixes and the registry's queues."""
+    delay, no step ratios, no trace, a pull order the policy fixes and the registry's queues."""
     return (
         _COMPILED
         and not model.fifo
@@ -784,6 +784,7 @@ def supports(model: AsyncPSModel) -> bool:
         and model.trace is None
         and not model.join_delay_s
         and not model.push_join_delay_s
+        and model.step_scale is None
         and not model.plan.shuffle
         and all(type(c[0][0].queue) in _QUEUE_KINDS for c in model.conns)
     )

@@ -61,6 +61,9 @@ class SimParams:
         start_window_s: ``async``: seconds over which worker ``w > 0`` starts
             after worker 0 (None: over one contention-free step, workers
             launched independently; see :func:`~sgdsim.simulation.simulate_async`).
+        step_jitter: ``async``: each step's compute stretched by a measured
+            step ratio (``Workload.step_scale``; see
+            :func:`~sgdsim.simulation.simulate_async`).
     """
 
     steps_per_worker: int
@@ -77,6 +80,7 @@ class SimParams:
     collective: CollectiveSettings = field(default_factory=CollectiveSettings)
     phase_band: bool = False
     start_window_s: float | None = None
+    step_jitter: bool = False
 
     @classmethod
     def from_config(cls, config: dict[str, Any], **overrides: Any) -> SimParams:
@@ -97,6 +101,7 @@ class SimParams:
                 float(sim["bytescheduler_credit_bytes"]),
             ),
             phase_band=bool(sim["phase_band"]),
+            step_jitter=bool(sim["step_jitter"]),
             start_window_s=None if sim["start_window_s"] is None else float(sim["start_window_s"]),
             collective=CollectiveSettings(
                 algorithm=str(ar["algorithm"]),
@@ -295,8 +300,9 @@ def _sim_kwargs(
         **dataclasses.asdict(params.sizes),
     }
     if mode != "async":
-        kw |= {"mode": mode, "collective": params.collective}
-    elif params.start_window_s is not None:
+        return kw | {"mode": mode, "collective": params.collective}
+    kw["step_jitter"] = params.step_jitter
+    if params.start_window_s is not None:
         kw["start_window_s"] = params.start_window_s
     return kw
 
@@ -341,6 +347,7 @@ def phase_band(
     from sgdsim.simulation.async_ps import simulate_async
 
     args = {**kw, "pull_join_delay_s": 0.0, "push_join_delay_s": 0.0, "compute_slots": slots}
+    args["step_jitter"] = False  # a worker alone: the mean step
     alone = simulate_async(
         workload, network, 1, params.steps_per_worker, params.warmup_steps,
         start_offsets_s=[0.0], **args,
@@ -385,6 +392,7 @@ def lockstep_steps_per_s(
         "pull_join_delay_s": 0.0,
         "push_join_delay_s": 0.0,
         "compute_slots": 1.0,
+        "step_jitter": False,
         "workers_per_node": 1,
         "pull_gap_s": gap,
         "pull_gap_cpu": False,

@@ -78,6 +78,7 @@ class Worker:
         "nxt",
         "push_left",
         "running",
+        "scale",
         "seg",
         "seg_start",
         "stage",
@@ -98,6 +99,7 @@ class Worker:
         self.last_update = 0.0  # end of the latest update holding the step
         self.stage = 0  # latest push slot fired (Prophet's block budget)
         self.busy_s = 0.0
+        self.scale = 1.0  # this step's compute time over the profiled one
         self.seg_start = 0.0
         self.chain_end = 0  # last segment of the running chain
         # push slots the running chain passes, (time fired, slot), not yet in ``stage``
@@ -114,6 +116,7 @@ class Worker:
         self.running = False
         self.ending = False
         self.stage = 0
+        self.scale = m.draw_step_scale()
         self.cur = self._all_pending() if step == 0 else self.nxt
         self.nxt = self._all_pending()
         self.push_left = [len(x) for x in plan.push_pieces]
@@ -175,7 +178,8 @@ class Worker:
         if not self.running and s < plan.n_seg and self.cur.gate[s] == 0:
             self.running = True
             self.seg_start = now
-            dur = plan.seg_dur[s]
+            scale = self.scale
+            dur = plan.seg_dur[s] * scale
             if m.shared_cpu:
                 m.cores_of(self.index).run(now, dur, self.segment_done, self.index)
                 return
@@ -191,7 +195,7 @@ class Worker:
                         m.sim.schedule(end + lat, JOIN, self.join_pushes, (s + 1, self.step))
                         self.chain_slots.append((end, s + 1))
                     s += 1
-                    end += seg_dur[s]
+                    end += seg_dur[s] * scale
             self.chain_end = s
             m.sim.schedule(end, SEG_END, self.segment_done)
 
@@ -203,10 +207,10 @@ class Worker:
         s = self.seg
         seg_dur = m.plan.seg_dur
         if m.shared_cpu:
-            self.busy_s += seg_dur[s]
+            self.busy_s += seg_dur[s] * self.scale
         else:
             for j in range(s, self.chain_end + 1):
-                self.busy_s += seg_dur[j]
+                self.busy_s += seg_dur[j] * self.scale
             s = self.chain_end
             if self.chain_slots:
                 self.stage = self.chain_slots[-1][1]

@@ -84,6 +84,12 @@ class Workload:
             updates, in ``[-1, P)``, ``-1`` = none (each pull at most once);
             None = unknown, all ``-1``. Used by ``p3`` to send a parameter back
             right after its update.
+        step_scale: (K,) each profiled untraced step's time over the mean of
+            its profile run (dimensionless, mean 1 per run;
+            :func:`sgdsim.traces.calibrate.step_time_ratios`): how much one
+            step's compute varies from the next; with ``step_jitter`` the
+            simulator stretches each simulated step's compute by one of them,
+            drawn at random. None = not measured (every step the same).
     """
 
     seg_dur_s: npt.NDArray[np.float64]
@@ -104,6 +110,7 @@ class Workload:
     node_cores: int | None = None
     rpc_rtt_s: float = 0.0
     push_param: npt.NDArray[np.int64] | None = None
+    step_scale: npt.NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         if self.push_param is None:
@@ -152,6 +159,11 @@ class Workload:
                 and len(set(self.pushes_param[self.pushes_param >= 0].tolist()))
                 == int(np.sum(self.pushes_param >= 0)),
                 "push_param as long as push_bytes, in [-1, P), each pull at most once",
+            ),
+            (
+                self.step_scale is None
+                or (len(self.step_scale) > 0 and bool(np.all(self.step_scale > 0))),
+                "step_scale None or positive ratios",
             ),
         ]
         bad = [what for ok, what in checks if not ok]
@@ -229,6 +241,7 @@ class Workload:
                 node_cores=number("node_cores", None, int),
                 rpc_rtt_s=number("rpc_rtt_s", 0.0),
                 push_param=array("push_param", np.int64, optional=True),
+                step_scale=array("step_scale", np.float64, optional=True),
             )
         except ValueError as e:
             raise WorkloadError(str(e)) from e

@@ -63,6 +63,35 @@ def tracing_factor(untraced_s: list[float], traced_s: list[float]) -> float:
     return statistics.median(untraced_s) / statistics.fmean(traced_s)
 
 
+def step_time_ratios(untraced_s: list[float], runs: int = 1) -> list[float]:
+    """Each untraced step's time over its profile run's mean (dimensionless, mean 1).
+
+    A worker's step takes a little longer or shorter from one step to the next
+    (the OS, the allocator, the inter-op scheduler); asynchronous workers that
+    share a PS drift apart or together by these differences, so the simulator
+    draws one ratio per simulated step (``Workload.step_scale``). Dividing by
+    each run's own mean keeps what differs between whole runs (a process, a
+    moment of the machine) out of the step-to-step spread.
+
+    Args:
+        untraced_s: seconds of each untraced step, the runs' steps in run order.
+        runs: profile runs the steps came from, each with as many steps
+            (one group when they do not divide evenly).
+
+    Raises:
+        TraceError: no step times, or one not > 0.
+    """
+    if not untraced_s or min(untraced_s) <= 0:
+        raise TraceError("meta.json: untraced_step_s must be non-empty and > 0")
+    per = len(untraced_s) // runs if runs > 0 and len(untraced_s) % runs == 0 else len(untraced_s)
+    out: list[float] = []
+    for i in range(0, len(untraced_s), per):
+        group = untraced_s[i : i + per]
+        mean = statistics.fmean(group)
+        out.extend(x / mean for x in group)
+    return out
+
+
 def profile_network(transfers: pl.DataFrame) -> tuple[Network, float]:
     """Fit the network seen while profiling from the pull records.
 

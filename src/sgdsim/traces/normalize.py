@@ -9,12 +9,18 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from sgdsim.errors import TraceError
 from sgdsim.io import atomic_path
 from sgdsim.simulation import Network, simulate_async
-from sgdsim.traces.calibrate import build_workload, profile_network, tracing_factor
+from sgdsim.traces.calibrate import (
+    build_workload,
+    profile_network,
+    step_time_ratios,
+    tracing_factor,
+)
 from sgdsim.traces.parse import load_run_metadata, parse_step, ps_task_of
 
 #: Files :func:`normalize_profile` writes into its output directory.
@@ -259,6 +265,7 @@ def normalize_profile(
         ps_cpu_s=ps_cpu,
         node_cores=cores,
         rpc_rtt_s=float(rpc_rtt) if rpc_rtt is not None else 0.0,
+        step_scale=np.asarray(step_time_ratios(untraced, len(meta.get("runs") or [None]))),
     )
     net, net_rms = profile_network(transfers)
     loopback = Network(net.bandwidth_Bps, 0.0, "profile")  # its latency is in pull_start_s
