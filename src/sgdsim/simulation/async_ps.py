@@ -160,9 +160,8 @@ def simulate_async(
         seed: seed of the run's ``numpy.random.Generator``.
         start_offsets_s: (N,) start time of each worker in seconds, instead of
             the seeded random offsets.
-        start_window_s: seconds over which worker ``w > 0``'s seeded uniform
-            start delay is drawn (None: one contention-free step, ``T1``);
-            ignored with ``start_offsets_s``.
+        start_window_s: seconds over which worker ``w > 0``'s seeded start delay
+            is drawn (None: ``T1``); ignored with ``start_offsets_s``.
         step_log: if given, receives each worker's list of step end times (s).
         workers_per_node: workers placed on one node (worker ``w`` on node
             ``w // workers_per_node``). Co-located workers share the node's
@@ -224,11 +223,8 @@ def simulate_async(
             gradients start while another's stream into the PS runs gets its
             share about 30 ms late, 60–80 ms behind two or three
             (docs/steady-state.md), which keeps asynchronous workers taking turns.
-        step_jitter: stretch each step's compute by one of the workload's
-            measured step ratios (``Workload.step_scale``), drawn per worker and
-            step: real workers' steps vary by a few percent, which moves their
-            relative phases (docs/model.md, "Step-to-step variation"). No effect
-            without ``step_scale``.
+        step_jitter: stretch each step's compute by a measured step ratio
+            (``Workload.step_scale``, drawn per worker and step; docs/model.md).
 
     With several PS shards (``workload.ps_tasks`` > 1) each shard is its own
     host with a full-duplex NIC and its own PS CPU, each worker has one
