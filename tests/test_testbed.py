@@ -23,6 +23,7 @@ import pytest
 from sgdsim.profiling import ProfileSpec
 from sgdsim.simulation.bounds import tbf_payload_fraction
 from sgdsim.testbed import (
+    Link,
     MeasurementError,
     Testbed,
     TestbedError,
@@ -203,6 +204,24 @@ def test_an_unknown_congestion_control_says_what_the_kernel_has(testbed_ok):
 def test_a_malformed_congestion_control_is_refused_before_anything_is_built():
     with pytest.raises(ValueError, match="congestion_control must be a name"):
         Testbed(1, congestion_control="cubic; reboot")
+
+
+def test_a_link_refuses_bad_values_before_anything_is_built():
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"mtu": 67}, r"mtu must be in 68\.\.65535 bytes, got 67"),
+        ({"mtu": 65536}, "mtu must be in 68..65535 bytes"),
+        ({"queue": "red"}, "queue must be one of fair, fifo, got 'red'"),
+        ({"mtu": 1500, "buffer_bytes": 1513}, r"buffer_bytes must hold one frame \(1514 bytes\)"),
+        ({"buffer_bytes": 5000}, r"one frame \(9014 bytes\), got 5000"),  # of the default MTU
+        ({"congestion_control": "cubic; reboot"}, "congestion_control must be a name"),
+        ({"congestion_control": ""}, "congestion_control must be a name"),
+    ]
+    for kwargs, message in bad:
+        with pytest.raises(ValueError, match=message):
+            Link(**kwargs)
+    ok = Link(mtu=1500, queue="fifo", buffer_bytes=1514, congestion_control="reno")
+    assert (ok.mtu, ok.buffer_bytes) == (1500, 1514)  # one frame exactly
+    assert Link() == Link(DEFAULT_MTU, "fair", None, None)
 
 
 def test_latency_needs_netem(testbed_ok):
