@@ -10,7 +10,7 @@ import pytest
 from test_testbed import child_processes, lenet, one_tensor_workload, testbed_ok
 
 from sgdsim.protocol import SteadyRule, phase_distance, steady_stop
-from sgdsim.testbed import Testbed
+from sgdsim.testbed import Link, Testbed
 from sgdsim.testbed.netns import tbf_params
 
 __all__ = ["testbed_ok"]  # the fixture, used by name
@@ -123,7 +123,8 @@ def test_buffer_bytes_sets_every_shaped_queue_limit(testbed_ok):
         tbf_params(100e6, 1500, 1000)
     burst = tbf_params(100e6, 1500)[0]
     for queue in ("fifo", "fair"):
-        with Testbed(1, bandwidth_bps=100e6, mtu=1500, queue=queue, buffer_bytes=20_000) as tb:
+        link = Link(mtu=1500, queue=queue, buffer_bytes=20_000)
+        with Testbed(1, bandwidth_bps=100e6, link=link) as tb:
             assert tb.queue_limit_bytes == 20_000
             for ns, dev in ((tb.namespace("w0"), "eth0"), (tb.bridge_namespace, "vps")):
                 show = ["tc", "-n", ns, "-j", "qdisc", "show", "dev", dev]
@@ -146,7 +147,7 @@ def test_steady_measurement_stops_when_converged_and_keeps_every_step_end(testbe
 
     rule = SteadyRule(warmup_steps=3, settle_s=1.0, min_steps=30, max_s=10, batches=10)
     r = run_steady_measurement(
-        lenet(), 2, 100e6, rule=rule, mtu=1500, queue="fifo", buffer_bytes=30_000
+        lenet(), 2, 100e6, rule=rule, link=Link(mtu=1500, queue="fifo", buffer_bytes=30_000)
     )
     e = r.steady
     assert e is not None

@@ -17,7 +17,7 @@ import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -28,6 +28,9 @@ from sgdsim.io import atomic_path
 from sgdsim.pipeline.grid import profile_spec
 from sgdsim.simulation.bounds import tbf_payload_fraction
 from sgdsim.simulation.connection import JoinDelay
+
+if TYPE_CHECKING:
+    from sgdsim.testbed.netns import Link
 
 
 def _validation_network(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -82,11 +85,20 @@ def _link(config: dict[str, Any], net: dict[str, Any], key: str) -> Any:
     return net[key] if key in net else config["validation"][key]
 
 
-def _testbed_links(config: dict[str, Any], net: dict[str, Any]) -> dict[str, Any]:
-    """The testbed's link arguments for ``net``: ``mtu``, ``queue``, ``buffer_bytes``
-    and ``congestion_control`` (the network's own, else ``validation``'s)."""
+def _validation_link(config: dict[str, Any], net: dict[str, Any]) -> Link:
+    """The testbed's links for ``net``: its own ``mtu`` (bytes), ``queue``,
+    ``buffer_bytes`` (bytes; None: the testbed's default for the rate) and
+    ``congestion_control`` (None: the machine's default), each else
+    ``validation``'s.
+
+    Raises:
+        ValueError: a value :class:`~sgdsim.testbed.netns.Link` refuses (the
+            config's schema and checks refuse them first).
+    """
+    from sgdsim.testbed.netns import Link
+
     keys = ("mtu", "queue", "buffer_bytes", "congestion_control")
-    return {key: _link(config, net, key) for key in keys}
+    return Link(**{key: _link(config, net, key) for key in keys})
 
 
 def _validation_mtu(config: dict[str, Any], net: dict[str, Any]) -> int:
@@ -259,22 +271,21 @@ def measure_stage(
         config, Workload.load(workload_path), _testbed_network(config, net, tables_dir), wildcards
     )
     row["episodes"] = len(offsets)
+    testbed_args = _testbed_link(row, loopback)
+    # the configured buffer (None: the testbed's default), not the row's bytes
+    testbed_args["link"] = dataclasses.replace(
+        testbed_args["link"], buffer_bytes=_link(config, net, "buffer_bytes")
+    )
     launches = [
         run_async_measurement(
             spec,
             workers,
-            None if loopback else float(net["bandwidth_bps"]),
-            0.0 if loopback else latency,
             duration_s=row["duration_s"],
             warmup_s=row["warmup_s"],
-            loopback=loopback,
             warmup_steps=row["warmup_steps"],
             min_steps=row["min_steps"],
-            mtu=row["mtu"],
-            queue=row["queue"],
             start_offsets_s=offsets,
-            buffer_bytes=_link(config, net, "buffer_bytes"),
-            congestion_control=row["congestion_control"] or None,
+            **testbed_args,
         )
         for _ in range(runs)
     ]
@@ -314,16 +325,27 @@ def _window_columns(r: Any) -> dict[str, Any]:
 
 
 def _testbed_link(row: dict[str, Any], loopback: bool) -> dict[str, Any]:
-    """The testbed's link arguments for a point's ``row``: its rate, latency, MTU,
-    queue, buffer and TCP congestion control (no rate or latency on ``loopback``)."""
+    """The testbed's arguments for a point's ``row``: ``bandwidth_bps`` (bit/s) and
+    ``latency_s`` (one way, seconds), none on ``loopback``; ``loopback``; and
+    ``link``, the :class:`~sgdsim.testbed.netns.Link` of the row's ``mtu``,
+    ``queue``, ``buffer_bytes`` and ``congestion_control`` (``""``: the
+    machine's default).
+
+    Raises:
+        ValueError: a value :class:`~sgdsim.testbed.netns.Link` refuses.
+    """
+    from sgdsim.testbed.netns import Link
+
     return {
         "bandwidth_bps": None if loopback else row["bandwidth_bps"],
         "latency_s": 0.0 if loopback else row["latency_s"],
         "loopback": loopback,
-        "mtu": row["mtu"],
-        "queue": row["queue"],
-        "buffer_bytes": row["buffer_bytes"],
-        "congestion_control": row["congestion_control"] or None,
+        "link": Link(
+            mtu=row["mtu"],
+            queue=row["queue"],
+            buffer_bytes=row["buffer_bytes"],
+            congestion_control=row["congestion_control"] or None,
+        ),
     }
 
 
@@ -501,13 +523,13 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
 
         total = 2 + len(ring)
         # the NICs the measurements of this network get
-        link = _testbed_links(config, net)
+        link = _validation_link(config, net)
         with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
-            r = network_cpu_per_byte(float(net["bandwidth_bps"]), **link)
+            r = network_cpu_per_byte(float(net["bandwidth_bps"]), link=link)
             done.update()
             hw = entry(config, "hardware", config["validation"]["hardware"])
             threads = int(hw["inter_op_threads"])
-            race = pull_join_delay(float(net["bandwidth_bps"]), threads=threads, **link)
+            race = pull_join_delay(float(net["bandwidth_bps"]), threads=threads, link=link)
             done.update()
             spec = ProfileSpec(
                 model="probe",
@@ -517,7 +539,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             steps = {}
             for p in ring:
                 steps[p] = ring_step_overhead(
-                    float(net["bandwidth_bps"]), float(net["latency_s"]), p, spec, **link
+                    float(net["bandwidth_bps"]), float(net["latency_s"]), p, spec, link=link
                 )
                 done.update()
         row |= {
@@ -614,7 +636,7 @@ def calibrate_push_join_stage(
             float(workload.push_bytes.sum()),
             workers=workers,
             rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
-            **_testbed_links(config, net),
+            link=_validation_link(config, net),
         )
         row |= {
             "status": "ok",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sgdsim.profiling.procs import free_ports, spawn
 from sgdsim.profiling.spec import ProfileSpec
-from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
+from sgdsim.testbed.netns import Link, Testbed
 from sgdsim.testbed.run import MeasurementError, child_env, log, wait_workers
 
 #: Port every worker listens on inside its own namespace.
@@ -57,8 +57,7 @@ def run_allreduce_measurement(
     steps: int = 30,
     warmup_steps: int = 3,
     loopback: bool = False,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
+    link: Link = Link(),
     startup_s: float = 180.0,
     max_step_s: float = 30.0,
 ) -> AllReduceResult:
@@ -71,7 +70,9 @@ def run_allreduce_measurement(
         latency_s: one-way delay added to every packet, seconds.
         steps: timed steps per worker (≥ 2); ``warmup_steps`` untimed ones first.
         loopback: run every worker on 127.0.0.1 instead of the testbed (no root).
-        mtu, queue: the testbed's links (see :class:`~sgdsim.testbed.netns.Testbed`).
+        link: the testbed's links: MTU (bytes), NIC queue, queue limit (bytes)
+            and TCP congestion control (:class:`~sgdsim.testbed.netns.Link`);
+            unused on loopback.
         startup_s, max_step_s: the run's deadline is ``startup_s + (steps +
             warmup_steps) × max_step_s`` seconds.
 
@@ -91,7 +92,7 @@ def run_allreduce_measurement(
         if loopback:
             addr = [f"127.0.0.1:{p}" for p in free_ports(workers)]
         else:
-            testbed = Testbed(workers, bandwidth_bps, latency_s, mtu=mtu, queue=queue)
+            testbed = Testbed(workers, bandwidth_bps, latency_s, link=link)
             addr = [f"{testbed.address(h)}:{RING_PORT}" for h in names]
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} ring "
@@ -129,6 +130,6 @@ def run_allreduce_measurement(
         iteration_s=statistics.median(gaps),
         step_end_times=tuple(ends),
         bandwidth_bps=None if testbed is None else bandwidth_bps,
-        mtu=mtu,
-        queue=queue,
+        mtu=link.mtu,
+        queue=link.queue,
     )

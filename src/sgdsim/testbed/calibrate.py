@@ -42,7 +42,7 @@ from sgdsim.profiling.procs import free_ports, spawn, stop
 from sgdsim.profiling.server import ps_argv
 from sgdsim.protocol import SteadyRule
 from sgdsim.simulation.connection import JoinDelay
-from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
+from sgdsim.testbed.netns import Link, Testbed
 from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks, wait_workers
 
 _PORT = 5201
@@ -158,17 +158,14 @@ def _transfer(size: int, testbed: Testbed | None, timeout_s: float) -> float:
 def network_cpu_per_byte(
     bandwidth_bps: float,
     seconds: float = 3.0,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
-    buffer_bytes: int | None = None,
-    congestion_control: str | None = None,
+    link: Link = Link(),
 ) -> NetworkCpu:
     """Measure the testbed's CPU seconds per byte at ``bandwidth_bps`` against loopback's.
 
     Moves ``seconds`` × rate bytes each way at once between two hosts of a
-    one-worker testbed (links of MTU ``mtu`` bytes, NIC queues ``queue`` of
-    ``buffer_bytes``, TCP ``congestion_control``, None: the testbed's default; see
-    :class:`~sgdsim.testbed.netns.Testbed`), then the same bytes over 127.0.0.1.
+    one-worker testbed whose links are ``link`` (MTU, NIC queue and its limit,
+    TCP congestion control: :class:`~sgdsim.testbed.netns.Link`), then the same
+    bytes over 127.0.0.1.
 
     Raises:
         TestbedUnavailable: the testbed cannot run here.
@@ -179,14 +176,7 @@ def network_cpu_per_byte(
         raise ValueError(f"need bandwidth_bps > 0 and seconds > 0, got {bandwidth_bps}, {seconds}")
     size = int(bandwidth_bps / 8 * seconds)
     timeout = 10 * seconds + 30
-    with Testbed(
-        1,
-        bandwidth_bps,
-        mtu=mtu,
-        queue=queue,
-        buffer_bytes=buffer_bytes,
-        congestion_control=congestion_control,
-    ) as tb:
+    with Testbed(1, bandwidth_bps, link=link) as tb:
         shaped = _transfer(size, tb, timeout)
     loop = _transfer(size, None, timeout)
     moved = 2 * size
@@ -285,7 +275,7 @@ def model_push_join_delay(
     push_bytes: Sequence[float],
     *,
     reps: int = 20,
-    mtu: int = DEFAULT_MTU,
+    link: Link = Link(),
     **kwargs: Any,
 ) -> JoinRace:
     """The push join delay of one model: a race of two real workers each pushing
@@ -309,9 +299,9 @@ def model_push_join_delay(
         push_bytes: (pushes,) bytes of each push of the model's step (the
             workload's ``push_bytes``).
         reps: races.
-        mtu: the testbed's MTU, bytes.
-        kwargs: ``queue``, ``buffer_bytes``, ``congestion_control``, ``threads`` of
-            :func:`join_delay`.
+        link: the testbed's links (:class:`~sgdsim.testbed.netns.Link`); its
+            MTU (bytes) sets the payload rate the transfer's length is reckoned at.
+        kwargs: ``threads`` of :func:`join_delay`.
 
     Raises:
         ValueError: no push, bytes or ``bandwidth_bps`` not > 0; the errors of
@@ -325,7 +315,7 @@ def model_push_join_delay(
         raise ValueError(f"need at least one push of > 0 bytes, got {len(push_bytes)} pushes")
     if not bandwidth_bps > 0:
         raise ValueError(f"bandwidth_bps must be > 0, got {bandwidth_bps}")
-    transfer_s = total / (bandwidth_bps / 8 * tbf_payload_fraction(mtu))
+    transfer_s = total / (bandwidth_bps / 8 * tbf_payload_fraction(link.mtu))
     gap_s = model_race_gap_s(transfer_s)
     timeout_s = reps * gap_s + 120.0  # and the processes' start-up
     return join_delay(
@@ -333,7 +323,7 @@ def model_push_join_delay(
         bandwidth_bps,
         reps=reps,
         transfer_s=transfer_s,
-        mtu=mtu,
+        link=link,
         tensors=len(push_bytes),
         lag_fraction=MODEL_PUSH_LAG_FRACTION,
         timeout_s=timeout_s,
@@ -415,7 +405,7 @@ def training_join_delays(
     *,
     workers: int = 2,
     rule: SteadyRule = TRAINING_JOIN_RULE,
-    **link: Any,
+    link: Link = Link(),
 ) -> TrainingJoins:
     """The join delays of one model on one network, from real workers training it.
 
@@ -440,8 +430,8 @@ def training_join_delays(
         push_bytes: bytes a step pushes.
         workers: workers that train (≥ 2): joins of up to ``workers − 1``.
         rule: how long they train.
-        link: ``mtu``, ``queue``, ``buffer_bytes``, ``congestion_control`` of
-            :func:`sgdsim.testbed.run_steady_measurement`.
+        link: the testbed's links (:class:`~sgdsim.testbed.netns.Link`); a
+            ``fifo`` queue's joins are drawn with their sign.
 
     Raises:
         ValueError: bytes or ``bandwidth_bps`` not > 0, ``workers`` < 2.
@@ -461,7 +451,7 @@ def training_join_delays(
     with tempfile.TemporaryDirectory(prefix="sgdsim-joins-") as tmp:
         path = str(Path(tmp) / "ps.pcap")
         r = run_steady_measurement(
-            spec, workers, bandwidth_bps, rule=rule, capture_path=path, **link
+            spec, workers, bandwidth_bps, rule=rule, link=link, capture_path=path
         )
         packets = read_pcap(path)
     rate = bandwidth_bps / 8
@@ -473,7 +463,7 @@ def training_join_delays(
         window = 0.05 * size / rate
         found = join_losses(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
         growth[direction] = {k: tuple(g) for k, g in found.items()}
-    signed = link.get("queue", DEFAULT_QUEUE) == "fifo"
+    signed = link.queue == "fifo"
     return TrainingJoins(
         join_delay_of(growth["push"], workers, signed=signed),
         join_delay_of(growth["pull"], workers, signed=signed),
@@ -489,12 +479,9 @@ def join_delay(
     bandwidth_bps: float,
     reps: int = 12,
     transfer_s: float = 0.025,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
+    link: Link = Link(),
     threads: int = 2,
     timeout_s: float = 240.0,
-    buffer_bytes: int | None = None,
-    congestion_control: str | None = None,
     tensors: int = 4,
     lag_fraction: float = 0.4,
     gap_s: float | None = None,
@@ -509,8 +496,7 @@ def join_delay(
         bandwidth_bps: the testbed NIC rate, bit/s.
         reps: races.
         transfer_s: each worker moves this long's worth of bytes at the rate.
-        mtu, queue, buffer_bytes, congestion_control: the testbed's
-            (:class:`~sgdsim.testbed.netns.Testbed`).
+        link: the testbed's links (:class:`~sgdsim.testbed.netns.Link`).
         threads: the TensorFlow processes' intra- and inter-op threads.
         timeout_s: the whole race's limit, seconds.
         tensors: float32 tensors per worker and race.
@@ -543,20 +529,13 @@ def join_delay(
         raise ValueError(f"gap_s must be >= two transfers ({2 * transfer_s:g} s), got {gap:g}")
     from sgdsim.simulation.bounds import tbf_payload_fraction
 
-    rate_Bps = bandwidth_bps / 8 * tbf_payload_fraction(mtu)
+    rate_Bps = bandwidth_bps / 8 * tbf_payload_fraction(link.mtu)
     floats = max(1, int(transfer_s * rate_Bps / 4 / tensors))
     offset = lag_fraction * transfer_s
     env = child_env()
     with (
         tempfile.TemporaryDirectory(prefix=f"sgdsim-{direction}-race-") as tmp,
-        Testbed(
-            2,
-            bandwidth_bps,
-            mtu=mtu,
-            queue=queue,
-            buffer_bytes=buffer_bytes,
-            congestion_control=congestion_control,
-        ) as tb,
+        Testbed(2, bandwidth_bps, link=link) as tb,
     ):
         d = Path(tmp)
         cluster = {
@@ -631,19 +610,15 @@ def ring_message_overhead(
     workers: int = 2,
     calls: int = 15,
     repeats: int = 21,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
+    link: Link = Link(),
     timeout_s: float = 240.0,
-    buffer_bytes: int | None = None,
-    congestion_control: str | None = None,
     floats: int = 4,
 ) -> RingMessage:
     """Measure α's software part for the ring all-reduce on the testbed.
 
     ``workers`` real ``MultiWorkerMirroredStrategy`` workers (RING, one
     thread per pool, one per namespace of a testbed at ``bandwidth_bps``
-    with ``mtu``, ``queue``, ``buffer_bytes`` and
-    ``congestion_control``)
+    whose links are ``link``: :class:`~sgdsim.testbed.netns.Link`)
     time ``calls`` calls of one and of ``repeats`` chained all-reduces of a
     4-float tensor (``--probe`` of :mod:`sgdsim.testbed.allreduce_worker`;
     ``floats`` sets another size, to see what a message's bytes add).
@@ -670,15 +645,7 @@ def ring_message_overhead(
     env = child_env()
     with (
         tempfile.TemporaryDirectory(prefix="sgdsim-ring-") as tmp,
-        Testbed(
-            workers,
-            bandwidth_bps,
-            latency_s,
-            mtu=mtu,
-            queue=queue,
-            buffer_bytes=buffer_bytes,
-            congestion_control=congestion_control,
-        ) as tb,
+        Testbed(workers, bandwidth_bps, latency_s, link=link) as tb,
     ):
         addr = ",".join(f"{tb.address(f'w{k}')}:{RING_PORT}" for k in range(workers))
         outs = [Path(tmp) / f"w{k}.json" for k in range(workers)]
@@ -748,18 +715,14 @@ def ring_step_overhead(
     spec: Any = None,
     steps: int = 300,
     warmup_steps: int = 10,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
-    buffer_bytes: int | None = None,
-    congestion_control: str | None = None,
+    link: Link = Link(),
     timeout_s: float = 240.0,
 ) -> RingStep:
     """Measure α for ``workers`` workers as a training step sees it.
 
     ``workers`` real ``MultiWorkerMirroredStrategy`` workers (RING, ``spec``'s
-    thread pools, one per namespace of a testbed at ``bandwidth_bps`` with
-    ``mtu``, ``queue``, ``buffer_bytes`` and
-    ``congestion_control``) train a model of one 4-float
+    thread pools, one per namespace of a testbed at ``bandwidth_bps`` whose
+    links are ``link``: :class:`~sgdsim.testbed.netns.Link`) train a model of one 4-float
     variable (``--probe-step`` of :mod:`sgdsim.testbed.allreduce_worker`) for
     ``warmup_steps`` + ``steps`` steps; one worker alone on loopback trains
     it too. The difference of their mean steps is what the step's all-reduce
@@ -810,15 +773,7 @@ def ring_step_overhead(
             raise CalibrationError(f"ring step probe, one worker: {e}") from e
         finally:
             stop(procs["w0"])
-        with Testbed(
-            workers,
-            bandwidth_bps,
-            latency_s,
-            mtu=mtu,
-            queue=queue,
-            buffer_bytes=buffer_bytes,
-            congestion_control=congestion_control,
-        ) as tb:
+        with Testbed(workers, bandwidth_bps, latency_s, link=link) as tb:
             addr = ",".join(f"{tb.address(f'w{k}')}:{RING_PORT}" for k in range(workers))
             outs = [Path(tmp) / f"w{k}.json" for k in range(workers)]
             procs = {

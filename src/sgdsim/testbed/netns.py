@@ -384,43 +384,17 @@ class Testbed:
         latency_s: one-way delay in seconds added (``netem``) to every packet a
             host sends; 0 = none. Host-to-host round trip = 2 x latency_s.
         subnet: third octet k of the private 10.213.k.0/24 (random when None).
-        mtu: MTU of every link in bytes (68…65535). The default, 9000 (jumbo
-            frames, common in data centres), keeps the emulation's own CPU cost
-            low: tbf cuts every GSO packet larger than its bucket into MTU-sized
-            frames, each a trip through the bridge and the peer's shaper, and on
-            a virtual machine each shaper timer is a VM exit. Measured on this
-            project's 2-core VM with plain TCP at 100 Mbit/s: 41.6 ns of kernel
-            CPU per byte at MTU 1500, 7.6 at 9000, 0.7 unshaped. The prediction
-            counts the frames' headers for the MTU
-            (:func:`sgdsim.simulation.bounds.tbf_payload_fraction`).
-        queue: how each shaped NIC queues the packets waiting for the rate.
-            ``"fair"`` (default): one queue per peer host served by deficit round
-            robin, and packets under 512 bytes first — flow isolation and
-            sparse-flow priority as in fq_codel (Hoeiland-Joergensen et al., RFC
-            8290), Linux's default qdisc, which this kernel may lack; built from
-            tbf and HTB (:meth:`_shape_fair`). It is also what the simulator
-            assumes of a NIC: fair between connections
-            (:class:`sgdsim.simulation.link.PSLink`). ``"fifo"``: tbf's single
-            50 ms FIFO, where one connection's burst delays every other's
-            packets, ACKs of the reverse direction included.
-        buffer_bytes: queue limit of every shaped NIC in bytes (≥ ``mtu`` + 14):
-            of the FIFO with ``queue="fifo"``, of each per-peer queue with
-            ``"fair"``. None: 50 ms at the rate, at least 64 KiB + one frame
-            (:func:`tbf_params`). A switch port's shallow buffer is a few
-            frames to a few ms at the rate; a deep one tens to hundreds of ms.
-        congestion_control: the TCP congestion control of every host (``cubic``,
-            ``bbr``, ``reno``, …; see /proc/sys/net/ipv4/tcp_available_congestion_control),
-            set on each host's route to the subnet (``ip route … congctl``), which
-            needs no change to the machine's settings. None: the machine's default
-            (:func:`host_congestion_control`), which namespaces inherit. Through a
-            FIFO the congestion control decides how flows share the port.
+        link: every link's MTU, NIC queue, buffer and TCP congestion control
+            (:class:`Link`, checked when made); also read as :attr:`mtu`,
+            :attr:`queue` and :attr:`buffer_bytes`, and ``congestion_control``
+            names the one every host uses (the machine's default where the
+            link gives none).
 
     Raises:
         TestbedUnavailable: :func:`check_available` gave a reason.
         TestbedError: an ``ip``/``tc`` command failed, such as a congestion control
             this kernel lacks (everything built is removed).
-        ValueError: workers < 1, bandwidth_bps <= 0, latency_s < 0, an unknown queue,
-            buffer_bytes below one frame or a malformed congestion_control.
+        ValueError: workers < 1, bandwidth_bps <= 0 or latency_s < 0.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -431,25 +405,14 @@ class Testbed:
         bandwidth_bps: float | None = None,
         latency_s: float = 0.0,
         subnet: int | None = None,
-        mtu: int = DEFAULT_MTU,
-        queue: str = DEFAULT_QUEUE,
-        buffer_bytes: int | None = None,
-        congestion_control: str | None = None,
+        link: Link = Link(),
     ) -> None:
-        if queue not in QUEUES:
-            raise ValueError(f"queue must be one of {', '.join(QUEUES)}, got {queue!r}")
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if bandwidth_bps is not None and not bandwidth_bps > 0:
             raise ValueError(f"bandwidth_bps must be > 0 or None, got {bandwidth_bps}")
         if not latency_s >= 0:
             raise ValueError(f"latency_s must be >= 0, got {latency_s}")
-        if not 68 <= mtu <= 65535:
-            raise ValueError(f"mtu must be in 68..65535 bytes, got {mtu}")
-        if bandwidth_bps is not None:
-            tbf_params(bandwidth_bps, mtu, buffer_bytes)  # checks buffer_bytes
-        if congestion_control is not None:
-            _check_congestion_control(congestion_control)
         reason = check_available(need_netem=latency_s > 0)
         if reason is not None:
             raise TestbedUnavailable(reason)
@@ -459,12 +422,9 @@ class Testbed:
         self.workers = workers
         self.bandwidth_bps = bandwidth_bps
         self.latency_s = latency_s
-        self.mtu = mtu
-        self.queue = queue
-        self.buffer_bytes = buffer_bytes
-        self._congctl = congestion_control
+        self.link = link
         #: The TCP congestion control every host uses.
-        self.congestion_control = congestion_control or host_congestion_control()
+        self.congestion_control = link.congestion_control or host_congestion_control()
         self.hosts: tuple[str, ...] = ("ps", *(f"w{k}" for k in range(workers)))
         sweep_stale()
         existing = self._list_namespaces()
@@ -565,6 +525,7 @@ class Testbed:
 
     def _build(self) -> None:
         ip, br = self._ip, self.bridge_namespace
+        cc = self.link.congestion_control  # None: the namespace's default, inherited
         self._add_namespace(br)
         self._cmd([ip, "-n", br, "link", "add", "br0", "type", "bridge"])
         self._cmd([ip, "-n", br, "link", "set", "br0", "up"])
@@ -592,20 +553,36 @@ class Testbed:
             self._cmd([ip, "-n", br, "link", "set", port, "mtu", str(self.mtu), "up"])
             self._cmd([ip, "-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0"])
             self._cmd([ip, "-n", ns, "link", "set", "eth0", "mtu", str(self.mtu), "up"])
-            if self._congctl is not None:
+            if cc is not None:
                 route = [ip, "-n", ns, "route", "replace", self.subnet, "dev", "eth0"]
                 src = ["proto", "kernel", "scope", "link", "src", self.address(host)]
-                r = _run([*route, *src, "congctl", self._congctl])
+                r = _run([*route, *src, "congctl", cc])
                 if r.returncode != 0:
                     have = _CC_AVAILABLE.read_text().strip() if _CC_AVAILABLE.exists() else "?"
                     raise TestbedError(
-                        f"testbed {self.run_id}: congestion_control {self._congctl!r}: "
+                        f"testbed {self.run_id}: congestion_control {cc!r}: "
                         f"{r.stderr.strip()} (this kernel has loaded: {have})"
                     )
             self._shape(ns, "eth0", self.latency_s)  # what the host sends
             self._shape(br, port, 0.0)  # what the host receives
 
     # ------------------------------------------------------------------ queries
+    @property
+    def mtu(self) -> int:
+        """MTU of every link, bytes (:attr:`Link.mtu`)."""
+        return self.link.mtu
+
+    @property
+    def queue(self) -> str:
+        """How each shaped NIC queues, ``"fair"`` or ``"fifo"`` (:attr:`Link.queue`)."""
+        return self.link.queue
+
+    @property
+    def buffer_bytes(self) -> int | None:
+        """Queue limit asked of every shaped NIC, bytes; None: the default
+        (:attr:`Link.buffer_bytes`; :attr:`queue_limit_bytes` is what it holds)."""
+        return self.link.buffer_bytes
+
     @property
     def queue_limit_bytes(self) -> int | None:
         """Bytes each shaped NIC's queue holds (see ``buffer_bytes``); None unshaped."""

@@ -37,7 +37,7 @@ from sgdsim.protocol import (
     summarize,
     window_start,
 )
-from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
+from sgdsim.testbed.netns import Link, Testbed
 
 #: TCP port of every task inside the testbed (each host has its own namespace).
 TESTBED_PORT = 2222
@@ -229,11 +229,8 @@ def run_async_measurement(
     warmup_steps: int = 3,
     min_steps: int = 4,
     max_step_s: float = 30.0,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
+    link: Link = Link(),
     start_offsets_s: Sequence[Sequence[float]] | None = None,
-    buffer_bytes: int | None = None,
-    congestion_control: str | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers and measure steps/s.
 
@@ -278,13 +275,9 @@ def run_async_measurement(
             least, however long they take (a window of few multi-second steps
             is noisy).
         max_step_s: seconds a step may take, for the deadline.
-        mtu: MTU of the testbed's links in bytes (see :class:`~sgdsim.testbed.netns.Testbed`).
-        queue: how each shaped NIC queues, ``"fair"`` or ``"fifo"`` (see
-            :class:`~sgdsim.testbed.netns.Testbed`).
-        buffer_bytes: queue limit of every shaped NIC, bytes (None: the
-            testbed's default; see :class:`~sgdsim.testbed.netns.Testbed`).
-        congestion_control: every host's TCP congestion control (None: this
-            machine's default; see :class:`~sgdsim.testbed.netns.Testbed`).
+        link: the testbed's links: MTU (bytes), NIC queue, queue limit (bytes)
+            and TCP congestion control (:class:`~sgdsim.testbed.netns.Link`);
+            unused on loopback.
         start_offsets_s: (E, N) seconds after each episode's common start at
             which each worker begins it; None: one episode, each worker going
             on from its warm-up at once (they start as their processes come up).
@@ -331,16 +324,7 @@ def run_async_measurement(
     procs: dict[str, subprocess.Popen[bytes]] = {}
     background = warn_if_busy()
     try:
-        testbed, addr, where = open_hosts(
-            workers,
-            bandwidth_bps,
-            latency_s,
-            loopback,
-            mtu,
-            queue,
-            buffer_bytes,
-            congestion_control,
-        )
+        testbed, addr, where = open_hosts(workers, bandwidth_bps, latency_s, loopback, link)
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
@@ -486,13 +470,11 @@ def open_hosts(
     bandwidth_bps: float | None,
     latency_s: float,
     loopback: bool,
-    mtu: int,
-    queue: str,
-    buffer_bytes: int | None,
-    congestion_control: str | None = None,
+    link: Link = Link(),
 ) -> tuple[Testbed | None, dict[str, str], str]:
     """The PS's and workers' addresses (``host:port`` by host name ``ps``, ``w0``, …)
-    on a new :class:`Testbed`, or on free loopback ports with ``loopback``.
+    on a new :class:`Testbed` of ``bandwidth_bps`` (bit/s), ``latency_s`` (one
+    way, seconds) and ``link``, or on free loopback ports with ``loopback``.
 
     Returns:
         The testbed (None on loopback; the caller closes it), the addresses and
@@ -505,19 +487,11 @@ def open_hosts(
     if loopback:
         ports = free_ports(len(names))
         return None, {h: f"127.0.0.1:{p}" for h, p in zip(names, ports, strict=True)}, "loopback"
-    testbed = Testbed(
-        workers,
-        bandwidth_bps,
-        latency_s,
-        mtu=mtu,
-        queue=queue,
-        buffer_bytes=buffer_bytes,
-        congestion_control=congestion_control,
-    )
+    testbed = Testbed(workers, bandwidth_bps, latency_s, link=link)
     rate = "unshaped" if bandwidth_bps is None else f"{bandwidth_bps / 1e6:g} Mbit/s"
     where = (
         f"testbed {testbed.run_id} ({rate}, +{latency_s * 1e3:g} ms one-way, "
-        f"MTU {mtu}, {queue} queue of {testbed.queue_limit_bytes} bytes, "
+        f"MTU {link.mtu}, {link.queue} queue of {testbed.queue_limit_bytes} bytes, "
         f"TCP {testbed.congestion_control})"
     )
     return testbed, {h: f"{testbed.address(h)}:{TESTBED_PORT}" for h in names}, where

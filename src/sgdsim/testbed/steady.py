@@ -30,7 +30,7 @@ from sgdsim.protocol import (
     steady_estimate,
     steady_stop,
 )
-from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
+from sgdsim.testbed.netns import Link, Testbed
 from sgdsim.testbed.run import (
     CpuSampler,
     MeasurementResult,
@@ -62,10 +62,7 @@ def run_steady_measurement(
     loopback: bool = False,
     startup_s: float = 180.0,
     max_step_s: float = 30.0,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
-    buffer_bytes: int | None = None,
-    congestion_control: str | None = None,
+    link: Link = Link(),
     capture_path: str | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers until its
@@ -85,8 +82,7 @@ def run_steady_measurement(
 
     Args:
         spec, workers, bandwidth_bps, latency_s, loopback, startup_s,
-            max_step_s, mtu, queue, buffer_bytes, congestion_control: as for
-            :func:`sgdsim.testbed.run_async_measurement`.
+            max_step_s, link: as for :func:`sgdsim.testbed.run_async_measurement`.
         rule: the protocol's parameters (default :class:`~sgdsim.protocol.SteadyRule`).
         capture_path: where to write a header capture of the PS's port
             (:meth:`~sgdsim.testbed.netns.Testbed.capture`) for the whole run;
@@ -122,16 +118,7 @@ def run_steady_measurement(
     decided: list[SteadyEstimate] = []
     capture: subprocess.Popen[bytes] | None = None
     try:
-        testbed, addr, where = open_hosts(
-            workers,
-            bandwidth_bps,
-            latency_s,
-            loopback,
-            mtu,
-            queue,
-            buffer_bytes,
-            congestion_control,
-        )
+        testbed, addr, where = open_hosts(workers, bandwidth_bps, latency_s, loopback, link)
         cluster = {"ps": [addr["ps"]], "worker": [addr[f"w{k}"] for k in range(workers)]}
         if capture_path is not None:
             if testbed is None:

@@ -45,7 +45,7 @@ from sgdsim.protocol import (
     window_start,
 )
 from sgdsim.simulation.sync import SYNC_MODES
-from sgdsim.testbed.netns import DEFAULT_MTU, DEFAULT_QUEUE, Testbed
+from sgdsim.testbed.netns import Link, Testbed
 from sgdsim.testbed.run import (
     CpuSampler,
     MeasurementResult,
@@ -104,10 +104,7 @@ def run_sync_measurement(
     min_steps: int = 4,
     rule: SteadyRule | None = None,
     loopback: bool = False,
-    mtu: int = DEFAULT_MTU,
-    queue: str = DEFAULT_QUEUE,
-    buffer_bytes: int | None = None,
-    congestion_control: str | None = None,
+    link: Link = Link(),
     startup_s: float = 180.0,
     max_step_s: float = 30.0,
 ) -> MeasurementResult:
@@ -133,8 +130,9 @@ def run_sync_measurement(
             (``warmup_steps`` also before the ``steady`` rule's settling).
         rule: the ``steady`` protocol's rule (None: ``episodes``).
         loopback: every process on 127.0.0.1 without namespaces (no root).
-        mtu, queue, buffer_bytes, congestion_control: the testbed's links (see
-            :class:`Testbed`).
+        link: the testbed's links: MTU (bytes), NIC queue, queue limit (bytes)
+            and TCP congestion control (:class:`~sgdsim.testbed.netns.Link`);
+            unused on loopback.
         startup_s, max_step_s: the run's deadline is ``startup_s`` + the
             protocol's seconds + ``max_step_s`` per warm-up and minimum step.
 
@@ -165,16 +163,7 @@ def run_sync_measurement(
     background = warn_if_busy()
     decided: list[float] = []
     try:
-        testbed, addr, where = open_hosts(
-            workers,
-            bandwidth_bps,
-            latency_s,
-            loopback,
-            mtu,
-            queue,
-            buffer_bytes,
-            congestion_control,
-        )
+        testbed, addr, where = open_hosts(workers, bandwidth_bps, latency_s, loopback, link)
         what = "steady state" if rule is not None else f"{warmup_s:g} s warm-up + {duration_s:g} s"
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} {mode} "
