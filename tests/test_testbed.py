@@ -160,7 +160,12 @@ if peer == "serve":
     s = socket.socket(); s.bind(("0.0.0.0", 7100)); s.listen()
     a, _ = s.accept(); a.recv(1); time.sleep(4)
 else:
-    c = socket.create_connection((peer, 7100), timeout=20); c.sendall(b"x" * 100_000)
+    for _ in range(200):  # the server may not listen yet
+        try:
+            c = socket.create_connection((peer, 7100), timeout=20); break
+        except ConnectionRefusedError:
+            time.sleep(0.05)
+    c.sendall(b"x" * 100_000)
     time.sleep(4)
 """
 
