@@ -166,6 +166,50 @@ def test_fair_link_departs_exactly_as_ps_link_one_flow_per_connection(ops):
     assert (ps.busy_s, ps.bytes_done, ps.g) == (fair.busy_s, fair.bytes_done, fair.g)
 
 
+def test_token_bucket_lets_a_burst_through_at_once():
+    # C = 1000 B/s, a 100 B bucket that starts full; by hand
+    from sgdsim.simulation.link import FairLink, SoloLink
+
+    solo = SoloLink(1000.0, burst_bytes=100.0)
+    solo.add(0.0, 300.0, "a")
+    assert solo.next_departure() == pytest.approx(0.2)  # 100 B at once, 200 B at the rate
+    solo.pop_head(0.2)
+    solo.add(0.25, 300.0, "b")  # idle 0.05 s: 50 B of tokens
+    assert solo.next_departure() == pytest.approx(0.5)
+    solo.pop_head(0.5)
+    assert solo.refill(0.5, 100.0, "c") == pytest.approx(0.6)  # no idle, no tokens
+    solo.pop_head(0.6)
+    solo.add(10.0, 30.0, "d")  # a full bucket again: 30 B at once, 70 B left over
+    assert solo.next_departure() == pytest.approx(10.0)
+    solo.pop_head(10.0)
+    assert solo.refill(10.0, 100.0, "e") == pytest.approx(10.03)
+    assert solo.bytes_done == 730.0  # every byte counted, bucket or not (e not yet left)
+
+    fair = FairLink(1000.0, burst_bytes=100.0)
+    fair.add(0.0, 300.0, "A", "a")  # the full bucket goes to A
+    fair.add(0.1, 300.0, "B", "b")  # the link is busy: nothing accrued
+    assert fair.next_departure() == pytest.approx(0.3)  # A's last 100 B at half the rate
+    assert fair.pop_head(0.3) == "A"
+    assert fair.next_departure() == pytest.approx(0.5)
+    assert fair.pop_head(0.5) == "B"
+    fair.add(0.6, 500.0, "C", "c")  # idle 0.1 s: the bucket is full (100 B)
+    assert fair.next_departure() == pytest.approx(1.0)
+
+
+def test_a_token_bucket_shortens_a_lone_workers_step_by_two_bursts():
+    # one worker: each direction idles for longer than burst / C before its transfer, so
+    # the pull and the push each leave burst / C earlier, and nothing else changes
+    w = workload([0.05, 0.05], [2e5], [0], [2e5], [1], [1e-3], overhead=0.01)
+    kw = dict(workers=1, steps_per_worker=20, warmup_steps=2, seed=1)
+    plain = simulate_async(w, Network(1e6), **kw)
+    burst = simulate_async(w, Network(1e6, burst_bytes=2e4), **kw)
+    assert 1 / burst.steps_per_s == pytest.approx(1 / plain.steps_per_s - 2 * 2e4 / 1e6)
+    with pytest.raises(ValueError, match="burst must be >= 0"):
+        Network(1e6, burst_bytes=-1.0)
+    with pytest.raises(ValueError, match="needs one PS shard and no link quantum"):
+        simulate_async(w, Network(1e6, burst_bytes=2e4), link_quantum_bytes=1e4, **kw)
+
+
 def test_identical_results_for_identical_seed():
     w = workload([0.01, 0.02, 0.01], [1e5, 2e5, 3e5], [0, 1, 2], [3e5, 1e5], [1, 2], [1e-3, 1e-3])
     a = simulate_async(w, Network(1e7, 1e-4), workers=5, steps_per_worker=8, warmup_steps=2, seed=3)

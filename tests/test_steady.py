@@ -92,6 +92,30 @@ def test_simulated_steady_state_from_given_phases_by_hand():
         simulate_steady(w, net, 2, rule, start_offsets_s=[])
 
 
+def test_the_testbed_prediction_sees_the_shapers_token_bucket():
+    # the simulated NIC of a testbed network carries tbf's burst, less the same headers
+    # as its rate; a network of the profile's loopback fit has none
+    from sgdsim.config import with_defaults
+    from sgdsim.pipeline.validation import _testbed_network
+    from sgdsim.simulation.bounds import tbf_payload_fraction
+
+    cfg = with_defaults(
+        {
+            "models": [{"name": "LeNet5"}],
+            "hardware": [{"name": "cpu"}],
+            "networks": [{"name": "n", "bandwidth_bps": 1e8}],
+            "validation": {"unprivileged": "skip"},
+        }
+    )
+    for mtu, rate in ((9000, 1e8), (1500, 1e8), (1500, 1e9)):
+        net = {"name": "v", "bandwidth_bps": rate, "latency_s": 0.0, "mtu": mtu}
+        got = _testbed_network(cfg, net, "unused")
+        fraction = tbf_payload_fraction(mtu)
+        assert got.bandwidth_Bps == pytest.approx(rate / 8 * fraction)
+        assert got.burst_bytes == pytest.approx(tbf_params(rate, mtu)[0] * fraction)
+    assert got.burst_bytes / got.bandwidth_Bps == pytest.approx(1e-3)  # 1 ms at the rate
+
+
 def test_replay_offsets_are_each_launchs_phases_after_warm_up():
     from sgdsim.pipeline.validation import replay_offsets
 

@@ -149,17 +149,22 @@ def _testbed_network(config: dict[str, Any], net: dict[str, Any], tables_dir: st
     """The network the testbed gives a validation point, as the simulator sees it.
 
     The validation network's rate less TCP/IP and Ethernet headers at
-    ``validation.mtu`` (:func:`sgdsim.simulation.bounds.tbf_payload_fraction`);
-    where the testbed cannot run and ``validation.unprivileged`` is
-    ``loopback``, the profile's own loopback network fit instead (``name``
-    :data:`LOOPBACK_FIT`).
+    ``validation.mtu`` (:func:`sgdsim.simulation.bounds.tbf_payload_fraction`),
+    behind the token bucket of the testbed's shaper (its burst,
+    :func:`sgdsim.testbed.netns.tbf_params`, less the same headers); where the
+    testbed cannot run and ``validation.unprivileged`` is ``loopback``, the
+    profile's own loopback network fit instead (``name`` :data:`LOOPBACK_FIT`).
     """
     from sgdsim.simulation import Network
+    from sgdsim.testbed.netns import tbf_params
 
-    network = Network.from_bits(
-        net["bandwidth_bps"] * tbf_payload_fraction(_validation_mtu(config, net)),
+    mtu = _validation_mtu(config, net)
+    fraction = tbf_payload_fraction(mtu)
+    network = Network(
+        net["bandwidth_bps"] / 8.0 * fraction,
         float(net["latency_s"]),
         net["name"],
+        burst_bytes=tbf_params(net["bandwidth_bps"], mtu)[0] * fraction,
     )
     if config["validation"]["unprivileged"] == "loopback":
         from sgdsim.testbed import check_available

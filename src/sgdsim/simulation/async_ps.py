@@ -285,7 +285,8 @@ def _run_model(
     """One run of the step model that serves this configuration (arguments as
     :func:`simulate_async`, checked there): the bulk :class:`FastFifoRun` for
     whole-tensor FIFO policies on one PS without quantum, join delays
-    (``join_delays_s``: pulls', pushes') or step ratios (``step_scale``), and
+    (``join_delays_s``: pulls', pushes'), step ratios (``step_scale``) or token
+    bucket (``network.burst_bytes``), and
     with a pull gap only as a pure delay on a fair PS NIC; :class:`AsyncPSModel`
     otherwise, compiled (:func:`.fast_general.run_model`, the same figures) where
     :func:`.fast_general.supports` it."""
@@ -296,6 +297,7 @@ def _run_model(
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     gap_ok = not serial_gap or (_GAP_FAST and not pull_gap_cpu and ps_discipline == "fair")
     fast = gap_ok and not link_quantum_bytes and not any(join_delays_s) and step_scale is None
+    fast = fast and not network.burst_bytes
     if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
         return FastFifoRun(
             workload,

@@ -773,13 +773,15 @@ _QUEUE_KINDS = {
 def supports(model: AsyncPSModel) -> bool:
     """Whether :func:`run_model` runs ``model``: one PS shard, the ``fair``
     discipline (one worker: the link ``SoloLink``, whose arithmetic is
-    ``FairLink``'s with one flow), processor sharing, no shared cores, no join
-    delay, no step ratios, no trace, a pull order the policy fixes and the registry's queues."""
+    ``FairLink``'s with one flow) without a token bucket, processor sharing,
+    no shared cores, no join delay, no step ratios, no trace, a pull order the
+    policy fixes and the registry's queues."""
     return (
         _COMPILED
         and not model.fifo
         and not model.sharded
         and isinstance(model.topology.links[DOWN], FairLink | SoloLink)
+        and model.topology.links[DOWN].bucket is None
         and not model.shared_cpu
         and model.trace is None
         and not model.join_delay_s

@@ -38,6 +38,39 @@ class _Conn:
         self.version = 0
 
 
+class TokenBucket:
+    """A shaper's token bucket in front of a link (Linux ``tbf``, tc-tbf(8)).
+
+    Tokens, in bytes, accrue at the link's rate while it is idle, up to the
+    depth (``burst_bytes``); while it sends at its rate they are spent as fast
+    as they come. Whatever a flow finds in the bucket leaves at once: a flow
+    of ``b`` bytes that starts on a link idle for ``t`` seconds leaves
+    ``min(b, burst, t · C) / C`` seconds earlier than at the rate ``C``, and
+    what it leaves in the bucket goes to the flows after it. The bucket starts full.
+
+    Args:
+        burst_bytes: the depth, bytes (> 0).
+    """
+
+    __slots__ = ("burst", "tokens")
+
+    def __init__(self, burst_bytes: float) -> None:
+        if not burst_bytes > 0:
+            raise ValueError(f"burst must be > 0 bytes, got {burst_bytes}")
+        self.burst = float(burst_bytes)
+        self.tokens = self.burst
+
+    def fill(self, nbytes: float) -> None:
+        """Add ``nbytes`` of tokens (the link's rate times its idle seconds), up to the depth."""
+        self.tokens = min(self.burst, self.tokens + nbytes)
+
+    def take(self, size_bytes: float) -> float:
+        """Bytes of a flow of ``size_bytes`` that leave at once; they leave the bucket."""
+        used = min(self.tokens, size_bytes)
+        self.tokens -= used
+        return used
+
+
 class PSLink:
     """One direction of a NIC: fair between connections, FIFO within each.
 
@@ -277,18 +310,32 @@ class FairLink:
 
     Args:
         capacity_Bps: capacity in bytes/s (> 0).
+        burst_bytes: depth of the link's token bucket, bytes (0: none; see
+            :class:`TokenBucket`).
 
     Attributes:
         busy_s: time with at least one flow on the link, seconds.
         bytes_done: bytes of all flows that have left.
     """
 
-    __slots__ = ("_heap", "_seq", "_stale", "busy_s", "bytes_done", "capacity", "g", "k", "t")
+    __slots__ = (
+        "_heap",
+        "_seq",
+        "_stale",
+        "bucket",
+        "busy_s",
+        "bytes_done",
+        "capacity",
+        "g",
+        "k",
+        "t",
+    )
 
-    def __init__(self, capacity_Bps: float) -> None:
+    def __init__(self, capacity_Bps: float, burst_bytes: float = 0.0) -> None:
         if not capacity_Bps > 0:
             raise ValueError(f"link capacity must be > 0 bytes/s, got {capacity_Bps}")
         self.capacity = float(capacity_Bps)
+        self.bucket = TokenBucket(burst_bytes) if burst_bytes else None
         self.g = 0.0  # virtual clock: bytes served to each flow on the link
         self.t = 0.0
         self.k = 0  # flows on the link
@@ -312,6 +359,8 @@ class FairLink:
             dt = now - self.t
             self.g += dt * self.capacity / k
             self.busy_s += dt
+        elif self.bucket is not None:  # idle since t: the bucket filled meanwhile
+            self.bucket.fill((now - self.t) * self.capacity)
         self.t = now
         self.refill(now, size_bytes, payload, conn)  # the clocks are at now
         return True
@@ -324,7 +373,10 @@ class FairLink:
             The next departure, seconds (as :meth:`next_departure`).
         """
         g = self.g
-        entry = (g + size_bytes, self._seq, size_bytes, payload)
+        tag = g + size_bytes
+        if self.bucket is not None:
+            tag -= self.bucket.take(size_bytes)
+        entry = (tag, self._seq, size_bytes, payload)
         self._seq += 1
         k = self.k = self.k + 1
         h = self._heap
@@ -381,18 +433,31 @@ class SoloLink:
 
     Args:
         capacity_Bps: capacity in bytes/s (> 0).
+        burst_bytes: depth of the link's token bucket, bytes (0: none; see
+            :class:`TokenBucket`).
 
     Attributes:
         busy_s: time with a flow on the link, seconds.
         bytes_done: bytes of all flows that have left.
     """
 
-    __slots__ = ("busy_s", "bytes_done", "capacity", "g", "head_end", "payload", "size", "t")
+    __slots__ = (
+        "bucket",
+        "busy_s",
+        "bytes_done",
+        "capacity",
+        "g",
+        "head_end",
+        "payload",
+        "size",
+        "t",
+    )
 
-    def __init__(self, capacity_Bps: float) -> None:
+    def __init__(self, capacity_Bps: float, burst_bytes: float = 0.0) -> None:
         if not capacity_Bps > 0:
             raise ValueError(f"link capacity must be > 0 bytes/s, got {capacity_Bps}")
         self.capacity = float(capacity_Bps)
+        self.bucket = TokenBucket(burst_bytes) if burst_bytes else None
         self.g = 0.0  # bytes served since the start (PSLink's virtual clock at k = 1)
         self.t = 0.0
         self.head_end = 0.0  # G at which the flow on the link leaves
@@ -415,10 +480,15 @@ class SoloLink:
         """
         if self.payload is not None or payload is None:
             raise ValueError("SoloLink carries one flow (payload not None) at a time")
+        bucket = self.bucket
+        if bucket is not None:  # idle since t: the bucket filled meanwhile
+            bucket.fill((now - self.t) * self.capacity)
         self.t = now
         self.size = size_bytes
         self.payload = payload
         self.head_end = self.g + size_bytes
+        if bucket is not None:
+            self.head_end -= bucket.take(size_bytes)
         return True
 
     def refill(self, now: float, size_bytes: float, payload: Any, conn: Any = 0) -> float:
@@ -427,7 +497,10 @@ class SoloLink:
         self.size = size_bytes
         self.payload = payload
         g = self.g
-        self.head_end = end = g + size_bytes
+        end = g + size_bytes
+        if self.bucket is not None:
+            end -= self.bucket.take(size_bytes)
+        self.head_end = end
         gap = end - g
         return self.t + (gap if gap > 0.0 else 0.0) / self.capacity
 

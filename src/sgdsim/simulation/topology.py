@@ -76,7 +76,8 @@ class StarTopology:
 
     Args:
         sim: the event loop.
-        network: NIC capacity (bytes/s per direction) and latency (s).
+        network: NIC capacity (bytes/s per direction), latency (s) and the PS
+            NIC's token bucket (``burst_bytes``; :class:`~sgdsim.simulation.link.TokenBucket`).
         shards: PS shards (≥ 1).
         nodes: worker nodes (≥ 1).
         quantum_bytes: with one shard, the round-robin quantum (0: processor sharing).
@@ -105,16 +106,21 @@ class StarTopology:
     ) -> None:
         self.shards = shards
         self.nodes = nodes
-        cap = network.bandwidth_Bps
+        cap, burst = network.bandwidth_Bps, network.burst_bytes
+        if burst and (shards > 1 or quantum_bytes > 0):
+            raise ValueError(
+                f"network {network.name}: a token bucket (burst_bytes) needs one PS shard "
+                "and no link quantum"
+            )
         links: list[Any]
         if shards > 1:
             links = [MaxMinLink(cap, shards + nodes) for _ in (DOWN, UP)]
         elif quantum_bytes > 0:
             links = [RoundRobinLink(cap, quantum_bytes) for _ in (DOWN, UP)]
         elif solo:
-            links = [SoloLink(cap), SoloLink(cap)]
+            links = [SoloLink(cap, burst), SoloLink(cap, burst)]
         else:
-            links = [FairLink(cap), FairLink(cap)]
+            links = [FairLink(cap, burst), FairLink(cap, burst)]
         self.links = links
         self._refill = isinstance(links[0], FairLink | SoloLink)  # refill after pop_head
         self._adds = [link.add for link in links]

@@ -28,11 +28,20 @@ class Network:
         bandwidth_Bps: capacity per direction of each NIC in bytes/s.
         latency_s: fixed per-message latency in seconds (paid once per transfer).
         name: label used in results.
+        burst_bytes: depth of a token bucket in front of each PS NIC direction,
+            payload bytes: a direction idle for ``t`` seconds gathers
+            ``min(burst_bytes, t · bandwidth_Bps)`` bytes of tokens, and that
+            many bytes then leave at once (Linux ``tbf``, the testbed's shaper:
+            tc-tbf(8)). 0: a plain NIC, which never sends above its rate.
+
+    Raises:
+        ValueError: bandwidth ≤ 0, latency < 0 or burst_bytes < 0.
     """
 
     bandwidth_Bps: float
     latency_s: float = 0.0
     name: str = "net"
+    burst_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.bandwidth_Bps > 0:
@@ -41,6 +50,8 @@ class Network:
             )
         if self.latency_s < 0:
             raise ValueError(f"network {self.name}: latency must be >= 0, got {self.latency_s}")
+        if not self.burst_bytes >= 0:
+            raise ValueError(f"network {self.name}: burst must be >= 0, got {self.burst_bytes}")
 
     @classmethod
     def from_bits(cls, bandwidth_bps: float, latency_s: float = 0.0, name: str = "net") -> Network:
