@@ -159,6 +159,12 @@ def test_sync_ps_one_tensor_by_hand():
     assert period(log[0]) == pytest.approx(step, rel=1e-9)
     assert len(log) == n and log[1] == log[0]
     assert r.steps_per_s == pytest.approx(n / step, rel=1e-9)
+    # a token bucket of 100 kB before the PS NIC: the N flows that start together
+    # share its burst, so the pull and the push each end 100 kB / B sooner
+    log.clear()
+    burst = Network(bw, lat, burst_bytes=1e5)
+    simulate(w, burst, n, 6, 2, "tf_default", mode="sync_ps", step_log=log)
+    assert period(log[0]) == pytest.approx(step - 2 * 1e5 / bw, rel=1e-9)
 
 
 def test_one_worker_needs_no_communication():

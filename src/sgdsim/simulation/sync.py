@@ -467,7 +467,8 @@ def sync_ps_representative(
 
     N identical flows share the PS NIC fairly, so each moves at
     ``bandwidth / N`` (exact for processor sharing of flows that start
-    together); the PS accumulates N gradients per push (``N × update``,
+    together) and gets ``1 / N`` of its token bucket (``burst_bytes``); the
+    PS accumulates N gradients per push (``N × update``,
     ``ConditionalAccumulator.apply_grad`` costs an update's arithmetic); once
     every gradient is in, the chief applies the averaged update of every
     variable (``Σ update``) while the workers wait for their token, which
@@ -484,7 +485,12 @@ def sync_ps_representative(
         push_update_s=workload.push_update_s * workers,
         overhead_s=workload.overhead_s + float(workload.push_update_s.sum()),
     )
-    return rep, dataclasses.replace(network, bandwidth_Bps=network.bandwidth_Bps / workers)
+    share = dataclasses.replace(
+        network,
+        bandwidth_Bps=network.bandwidth_Bps / workers,
+        burst_bytes=network.burst_bytes / workers,
+    )
+    return rep, share
 
 
 def simulate(
