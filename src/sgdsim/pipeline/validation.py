@@ -276,11 +276,6 @@ def measure_stage(
         config, Workload.load(workload_path), _testbed_network(config, net, tables_dir), wildcards
     )
     row["episodes"] = len(offsets)
-    testbed_args = _testbed_link(row, loopback)
-    # the configured buffer (None: the testbed's default), not the row's bytes
-    testbed_args["link"] = dataclasses.replace(
-        testbed_args["link"], buffer_bytes=_link(config, net, "buffer_bytes")
-    )
     launches = [
         run_async_measurement(
             spec,
@@ -290,7 +285,7 @@ def measure_stage(
             warmup_steps=row["warmup_steps"],
             min_steps=row["min_steps"],
             start_offsets_s=offsets,
-            **testbed_args,
+            **_testbed_link(row, loopback),
         )
         for _ in range(runs)
     ]

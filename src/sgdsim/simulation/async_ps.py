@@ -296,8 +296,8 @@ def _run_model(
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     gap_ok = not serial_gap or (_GAP_FAST and not pull_gap_cpu and ps_discipline == "fair")
-    fast = gap_ok and not link_quantum_bytes and not any(join_delays_s) and step_scale is None
-    fast = fast and not network.burst_bytes
+    plain = not (link_quantum_bytes or any(join_delays_s) or network.burst_bytes)
+    fast = gap_ok and plain and step_scale is None
     if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
         return FastFifoRun(
             workload,
