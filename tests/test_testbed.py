@@ -909,6 +909,8 @@ def test_a_capture_of_the_ps_port_sees_both_directions_of_a_transfer(testbed_ok,
     ps, w0 = (int(tb.address(h).rsplit(".", 1)[1]) for h in ("ps", "w0"))
     for src, dst in ((ps, w0), (w0, ps)):  # every byte each way, while the transfer ran
         m = (p.src == src) & (p.dst == dst)
-        assert size <= p.payload[m].sum() < 1.15 * size  # with what the shapers made resend
+        # every byte once, plus what the shapers' drops made TCP resend (17 % seen
+        # on a slow VM); a packet captured twice would double the sum
+        assert size <= p.payload[m].sum() < 2 * size
         assert t0 <= p.t[m].min() and p.t[m].max() <= t1
     assert not any(n.startswith(tb.run_id) for n in namespaces())
