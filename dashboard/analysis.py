@@ -132,17 +132,20 @@ def best_points(
         ``cost_per_m_samples`` (None when not priced). Sorted by the curve columns.
     """
     prices = prices or {}
+    # per curve: the first N (sorted) within NEAR_PEAK of the peak, as best_index
+    marked = df.sort(*CURVE, "workers").with_columns(
+        peak_samples_per_s=pl.col("samples_per_s").max().over(CURVE),
+        one_steps_per_s=pl.col("steps_per_s").filter(pl.col("workers") == 1).first().over(CURVE),
+    )
+    chosen = (
+        marked.filter(pl.col("samples_per_s") >= NEAR_PEAK * pl.col("peak_samples_per_s"))
+        .group_by(CURVE, maintain_order=True)
+        .first()
+    )
     out: list[dict[str, Any]] = []
-    for _, g in df.sort(*CURVE, "workers").group_by(CURVE, maintain_order=True):
-        samples = g["samples_per_s"].to_list()
-        peak = max(samples)
-        best = g.row(best_index(samples), named=True)
-        one = g.filter(pl.col("workers") == 1)
-        eff = (
-            best["steps_per_s"] / (best["workers"] * one["steps_per_s"][0])
-            if one.height and one["steps_per_s"][0] > 0
-            else None
-        )
+    for best in chosen.iter_rows(named=True):
+        one = best["one_steps_per_s"]
+        eff = best["steps_per_s"] / (best["workers"] * one) if one is not None and one > 0 else None
         nodes = nodes_rented(
             best["workers"], best.get("workers_per_node") or 1, best.get("ps_tasks") or 1
         )
@@ -156,7 +159,7 @@ def best_points(
             {
                 **{c: best[c] for c in CURVE},
                 "best_workers": best["workers"],
-                "peak_samples_per_s": peak,
+                "peak_samples_per_s": best["peak_samples_per_s"],
                 "samples_per_s": best["samples_per_s"],
                 "efficiency": eff,
                 "bottleneck": bottleneck(best),

@@ -47,10 +47,15 @@ def fetch(sql: str, params: list[Any] | None = None) -> pl.DataFrame:
     Raises:
         FileNotFoundError: no store at :func:`db_path`.
     """
-    path = db_path()
-    mtime = Path(path).stat().st_mtime_ns if Path(path).is_file() else 0
     key = tuple(tuple(p) if isinstance(p, list) else p for p in params or [])
-    return _fetch(path, mtime, sql, key)
+    return _fetch(*store_version(), sql, key)
+
+
+def store_version() -> tuple[str, int]:
+    """The store's path and modification time (ns; 0 when missing): a cache key that
+    changes when publish replaces the file."""
+    path = db_path()
+    return path, Path(path).stat().st_mtime_ns if Path(path).is_file() else 0
 
 
 @functools.lru_cache(maxsize=512)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html, no_update
 
-from dashboard.analysis import BOTTLENECKS, NEAR_PEAK, best_points
+from dashboard.analysis import BOTTLENECKS, CURVE, NEAR_PEAK, best_points
 from dashboard.data import (
     DEFAULT_MODE,
     distinct,
@@ -18,6 +19,7 @@ from dashboard.data import (
     pick_policy,
     prices,
     search,
+    store_version,
 )
 from dashboard.export import export_bar, register_export
 from dashboard.figures import sizing_heatmap
@@ -35,18 +37,41 @@ from dashboard.ui import (
 dash.register_page(__name__, path="/", name="Sizing", title="sgdsim: sizing", order=0)
 
 
+#: The ``predictions`` columns :func:`dashboard.analysis.best_points` reads (a sweep's
+#: store has 10,000 rows per mode and policy: reading only these halves the fetch).
+COLUMNS = [
+    *CURVE,
+    "workers",
+    "workers_per_node",
+    "samples_per_s",
+    "steps_per_s",
+    "sim_steps_per_s",
+    "cpu_bound_steps_per_s",
+    "ps_down_util",
+    "ps_up_util",
+    "blocked_fraction",
+]
+
+
 def rows(mode: str | None, policy: str | None) -> pl.DataFrame:
-    """Predictions of one mode and policy with the profile's PS task count."""
+    """Predictions of one mode and policy (:data:`COLUMNS`) with the profile's PS task count."""
+    cols = ", ".join(f"p.{c}" for c in COLUMNS)
     return fetch(
-        "SELECT p.*, coalesce(f.ps_tasks, 1) AS ps_tasks FROM predictions p "
+        f"SELECT {cols}, coalesce(f.ps_tasks, 1) AS ps_tasks FROM predictions p "
         "LEFT JOIN profiles f ON f.profile_id = p.hardware || '/' || p.model "
-        "WHERE p.mode = ? AND p.policy = ? ORDER BY model, hardware, network, workers",
+        "WHERE p.mode = ? AND p.policy = ? ORDER BY p.model, p.hardware, p.network, p.workers",
         [mode or "", policy or ""],
     )
 
 
 def answer(mode: str | None, policy: str | None) -> pl.DataFrame:
-    """:func:`dashboard.analysis.best_points` of one mode and policy, priced."""
+    """:func:`dashboard.analysis.best_points` of one mode and policy, priced (cached
+    per store version, as :func:`dashboard.data.fetch`)."""
+    return _answer(store_version(), mode or "", policy or "")
+
+
+@functools.lru_cache(maxsize=64)
+def _answer(_version: tuple[str, int], mode: str, policy: str) -> pl.DataFrame:
     order = {n: i for i, n in enumerate(network_names())}
     best = best_points(rows(mode, policy), prices()[0])
     return best.sort(
