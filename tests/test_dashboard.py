@@ -12,6 +12,7 @@ import pytest
 from dashboard.analysis import (
     NEAR_PEAK,
     baseline_policy,
+    best_index,
     best_points,
     bottleneck,
     cost_per_million_samples,
@@ -79,6 +80,28 @@ def test_best_n_is_the_smallest_n_within_five_percent_of_the_peak():
     # just outside the 5 %: the next N
     df2 = curve("1Gbps", 1e9, [50.0, 80.0, 100 * NEAR_PEAK - 0.01, 100.0])
     assert best_points(df2)["best_workers"][0] == 8
+
+
+def test_best_points_agrees_with_best_index_on_every_curve_of_a_mixed_frame():
+    # many curves in one frame, shuffled rows, ties at the peak, one curve without N = 1
+    import random
+
+    rng = random.Random(3)
+    parts = []
+    for i in range(40):
+        samples = [rng.choice([10.0, 50.0, 95.0, 99.0, 100.0]) for _ in range(4)]
+        df = curve(f"net{i}", 1e9 + i, samples)
+        parts.append(df.filter(pl.col("workers") != 1) if i == 7 else df)
+    frame = pl.concat(parts).sample(fraction=1.0, shuffle=True, seed=5)
+    best = best_points(frame)
+    assert best.height == 40
+    for part in parts:
+        d = part.sort("workers")
+        want = d["workers"][best_index(d["samples_per_s"].to_list())]
+        got = best.filter(pl.col("network") == d["network"][0]).row(0, named=True)
+        assert got["best_workers"] == want
+        assert got["peak_samples_per_s"] == max(d["samples_per_s"])
+        assert (got["efficiency"] is None) == (d["workers"][0] != 1)
 
 
 def test_best_points_prices_the_nodes_rented():
