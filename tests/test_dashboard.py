@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import polars as pl
 import pytest
@@ -84,8 +85,6 @@ def test_best_n_is_the_smallest_n_within_five_percent_of_the_peak():
 
 def test_best_points_agrees_with_best_index_on_every_curve_of_a_mixed_frame():
     # many curves in one frame, shuffled rows, ties at the peak, one curve without N = 1
-    import random
-
     rng = random.Random(3)
     parts = []
     for i in range(40):
