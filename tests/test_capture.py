@@ -7,7 +7,14 @@ import struct
 import numpy as np
 import pytest
 
-from sgdsim.testbed.capture import Packets, bursts, join_losses, read_pcap
+from sgdsim.testbed.capture import (
+    Packets,
+    bursts,
+    join_losses,
+    read_pcap,
+    start_excess,
+    step_boundaries,
+)
 
 
 def frame(src: int, dst: int, payload: int, proto: int = 6, ethertype: bytes = b"\x08\x00"):
@@ -104,6 +111,43 @@ def test_a_joiner_that_gets_its_share_late_shows_that_delay():
     assert short == {}
     with pytest.raises(ValueError, match="direction"):
         join_losses(slotted({2: 0.0, 3: 0.1}, 0.0), 1, [2, 3], "both", 1.0)
+
+
+def test_start_excess_separates_a_joins_cost_from_the_transfers_own_start():
+    rate = 1e6  # one 1000-byte packet per ms
+    for late in (0.0, 0.03, 0.1):
+        got = start_excess(slotted({2: 0.0, 3: 0.4}, late), 1, [2, 3], "push", 100_000, rate)
+        # the leader starts alone at the link's rate; the joiner's first 50 packets
+        # take `late` at 1/10 of the link, the rest at half of it: 0.8 late over its share
+        assert list(got) == [0, 1] and len(got[0]) == len(got[1]) == 1
+        assert got[0][0] == pytest.approx(0.0, abs=0.002)
+        assert got[1][0] - got[0][0] == pytest.approx(0.8 * late, abs=0.003)
+        # the third worker joins two: 1/10 for `late`, then a third of the link
+        three = start_excess(
+            slotted({2: 0.0, 3: 0.2, 4: 0.4}, late), 1, [2, 3, 4], "push", 1e5, rate
+        )
+        assert sorted(three) == [0, 1, 2]
+        assert three[2][0] == pytest.approx(0.7 * late, abs=0.004)
+    # a start that another transfer overlaps only in part is not counted
+    partly = start_excess(slotted({2: 0.0, 3: 0.02}, 0.0), 1, [2, 3], "push", 100_000, rate)
+    assert partly == {1: [pytest.approx(0.0, abs=0.003)]}  # the leader's is not counted
+    with pytest.raises(ValueError, match="rate_Bps"):
+        start_excess(slotted({2: 0.0}, 0.0), 1, [2], "push", 1.0, 0.0)
+
+
+def test_step_boundary_runs_from_the_last_push_packet_to_the_pulls_bulk():
+    def flow(t0: float, src: int, dst: int) -> list[tuple[float, int, int, int]]:
+        return [(t0 + i * 0.001, src, dst, 1448) for i in range(350)]  # 0.5 MB in 0.35 s
+
+    # worker 2: pull, push ending at 0.849 s, the PS's small requests for the
+    # push's last gradients, then the next pull's bulk at 0.855 s and its push
+    rows = flow(0.0, 1, 2) + flow(0.5, 2, 1) + [(0.845, 1, 2, 90), (0.848, 1, 2, 90)]
+    rows += flow(0.855, 1, 2) + flow(1.4, 2, 1)
+    a = np.array(sorted(rows))
+    p = Packets(a[:, 0], a[:, 1].astype(int), a[:, 2].astype(int), a[:, 3].astype(int))
+    assert bursts(a[a[:, 1] == 1, 0], a[a[:, 1] == 1, 3], 0.02, 250_000)[1, 0] == 0.845
+    assert step_boundaries(p, 1, [2], pull_bytes=500_000) == [pytest.approx(0.006)]
+    assert step_boundaries(p, 1, [3], pull_bytes=500_000) == []
 
 
 def test_join_delays_of_the_joins_carry_the_last_k_measured_well():

@@ -358,6 +358,12 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
             assert delay.mean_s[0] == pytest.approx(sum(joins) / len(joins))
         else:
             assert delay.joins_s == ((0.0,),)
+        # recorded beside them: each transfer's start over its share, alone ("0") or joined
+        excess = got[f"{name}_start_excess_s"]
+        assert set(excess) <= {"0", "1"} and all(
+            isinstance(x, float) for v in excess.values() for x in v
+        )
+    assert got["boundary_s"] is None or 0.0 <= got["boundary_s"] < 1.0 / got["steps_per_s"]
     assert child_processes() == []
 
 

@@ -595,8 +595,14 @@ def calibrate_push_join_stage(
     Through a ``fifo`` queue, where a joiner may get more than its share,
     ``"draw": "joins"`` (the means unclipped): the prediction draws the
     measured joins themselves, sign included (docs/steady-state.md, "Joins
-    through a FIFO"); ``"draw": "gamma"`` otherwise. ``skipped`` with the
-    reason where the testbed cannot run.
+    through a FIFO"); ``"draw": "gamma"`` otherwise. Recorded beside them,
+    not used by the prediction: ``"boundary_s"`` (median seconds from a
+    worker's last push packet to its next pull's bulk) and
+    ``"push_start_excess_s"`` / ``"pull_start_excess_s"`` (``{"k": […]}``,
+    ``"0"`` alone: each transfer's start over its fair share), the joins
+    net of the transfers' own starts (docs/steady-state.md, "Where the
+    simulated pair's catch-up comes from"). ``skipped`` with the reason
+    where the testbed cannot run.
 
     Raises:
         MeasurementError: the workers' run failed (nothing is written).
@@ -665,6 +671,11 @@ def calibrate_push_join_stage(
                 file=sys.stderr,
             )
         row["steps_per_s"] = joins.steps_per_s
+        # recorded for the study of joins net of the transfers' own starts
+        # (docs/steady-state.md, "Where the simulated pair's catch-up comes from")
+        row["boundary_s"] = joins.boundary_s
+        for name, found in joins.start_excess_s.items():
+            row[f"{name}_start_excess_s"] = {str(k): list(g) for k, g in found.items()}
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 

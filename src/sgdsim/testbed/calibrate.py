@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -356,6 +356,13 @@ class TrainingJoins:
         pull_growth_s: the same for pulls.
         steps_per_s: the workers' throughput over the run, steps/s.
         workers: workers that trained.
+        start_excess_s: ``{"push": {k: (excess,)}, "pull": …}`` each transfer's
+            start over its fair share, alone (``k = 0``) or beside ``k`` others
+            (:func:`sgdsim.testbed.capture.start_excess`): a join's cost net of
+            the transfer's own start. Recorded, not yet used by the simulator.
+        boundary_s: median seconds from a worker's last push packet to the bulk
+            of its next pull (:func:`sgdsim.testbed.capture.step_boundaries`);
+            None without a step to measure. Recorded, not yet used.
     """
 
     push: JoinDelay
@@ -364,6 +371,8 @@ class TrainingJoins:
     pull_growth_s: dict[int, tuple[float, ...]]
     steps_per_s: float
     workers: int
+    start_excess_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
+    boundary_s: float | None = None
 
 
 def join_delay_of(
@@ -439,7 +448,7 @@ def training_join_delays(
             :func:`~sgdsim.testbed.run_steady_measurement`.
         FileNotFoundError: ``tcpdump`` is not installed.
     """
-    from sgdsim.testbed.capture import join_losses, read_pcap
+    from sgdsim.testbed.capture import join_losses, read_pcap, start_excess, step_boundaries
     from sgdsim.testbed.steady import run_steady_measurement
 
     if not (bandwidth_bps > 0 and pull_bytes > 0 and push_bytes > 0):
@@ -457,12 +466,15 @@ def training_join_delays(
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
-    growth = {}
+    growth, excess = {}, {}
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
         # a step's main transfer (half its bytes at least); windows of 5 % of it
         window = 0.05 * size / rate
         found = join_losses(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
         growth[direction] = {k: tuple(g) for k, g in found.items()}
+        starts = start_excess(packets, 1, hosts, direction, size / 2, rate)
+        excess[direction] = {k: tuple(g) for k, g in starts.items()}
+    boundaries = step_boundaries(packets, 1, hosts, pull_bytes)
     signed = link.queue == "fifo"
     return TrainingJoins(
         join_delay_of(growth["push"], workers, signed=signed),
@@ -471,6 +483,8 @@ def training_join_delays(
         growth["pull"],
         r.steps_per_s,
         workers,
+        excess,
+        statistics.median(boundaries) if boundaries else None,
     )
 
 

@@ -7,7 +7,10 @@ delivered them to the PS. :func:`join_losses` reads from it how much later
 than a fair share a transfer that joins other workers' gets its bytes, by how
 many it joins: the join delays of the simulator (:class:`sgdsim.simulation.connection.Connection`)
 as real training shows it, which races of pre-made tensors understate
-(docs/steady-state.md, "Joins in training").
+(docs/steady-state.md, "Joins in training"); :func:`start_excess` and
+:func:`step_boundaries` separate a transfer's own start from what joining
+costs it (docs/steady-state.md, "Where the simulated pair's catch-up comes
+from").
 """
 
 from __future__ import annotations
@@ -174,17 +177,7 @@ def join_losses(
     Raises:
         ValueError: unknown ``direction``.
     """
-    if direction not in ("push", "pull"):
-        raise ValueError(f"direction must be 'push' or 'pull', got {direction!r}")
-    p = packets
-    flows = {}
-    for w in workers:
-        sender, receiver = (w, server) if direction == "push" else (server, w)
-        m = (p.src == sender) & (p.dst == receiver)
-        flows[w] = (p.t[m], p.payload[m])
-    transfers = [
-        (float(a), float(b), w) for w in workers for a, b in bursts(*flows[w], gap_s, min_bytes)
-    ]
+    flows, transfers = _transfers(packets, server, workers, direction, min_bytes, gap_s)
 
     def moved(w: int, lo: float, hi: float) -> float:
         t, size = flows[w]
@@ -209,3 +202,126 @@ def join_losses(
             late = k * (statistics.fmean(b_inc) - b_join) / rate
             joins.setdefault(k, []).append((start, late))
     return {k: [g for _, g in sorted(v)] for k, v in sorted(joins.items())}
+
+
+def _transfers(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    gap_s: float,
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[tuple[float, float, int]]]:
+    """Each worker's flow in ``direction`` (packet times, payloads) and its transfers
+    (start, end, worker) of at least ``min_bytes`` (:func:`bursts`).
+
+    Raises:
+        ValueError: unknown ``direction``.
+    """
+    if direction not in ("push", "pull"):
+        raise ValueError(f"direction must be 'push' or 'pull', got {direction!r}")
+    p = packets
+    flows = {}
+    for w in workers:
+        sender, receiver = (w, server) if direction == "push" else (server, w)
+        m = (p.src == sender) & (p.dst == receiver)
+        flows[w] = (p.t[m], p.payload[m])
+    transfers = [
+        (float(a), float(b), w) for w in workers for a, b in bursts(*flows[w], gap_s, min_bytes)
+    ]
+    return flows, transfers
+
+
+def start_excess(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    rate_Bps: float,
+    fraction: float = 0.05,
+    gap_s: float = 0.02,
+) -> dict[int, list[float]]:
+    """How much longer than its share of the link each transfer's start took, seconds,
+    by how many other workers' transfers were on the wire over it (0: alone).
+
+    A transfer's start runs from its first packet to the packet that completes
+    ``fraction`` of its bytes; its excess is that time less ``fraction · B ·
+    (k + 1) / rate_Bps``, the time at a fair share beside ``k`` other
+    transfers that cover the whole start (``k = 0``: no other transfer
+    overlaps it). Starts that another transfer overlaps only in part are
+    not counted. Alone, the excess is the transfer's own start: for a pull
+    the PS's last requests of the push before the pull's bulk, for a push
+    backprop producing its first gradients, both of which the simulator
+    models itself. Joined minus alone is what a join costs its start
+    (docs/steady-state.md, "Where the simulated pair's catch-up comes
+    from"); :func:`join_losses` counts the start's own time as well.
+
+    Args:
+        packets, server, workers, direction, min_bytes, gap_s: as :func:`join_losses`.
+        rate_Bps: the link's rate, bytes/s.
+        fraction: share of the transfer's bytes that makes its start (0 < fraction ≤ 1).
+
+    Returns:
+        ``{k: [excess of each transfer's start, in time order]}``.
+
+    Raises:
+        ValueError: unknown ``direction``, ``rate_Bps`` not > 0 or ``fraction``
+            outside (0, 1].
+    """
+    if not rate_Bps > 0 or not 0 < fraction <= 1:
+        raise ValueError(f"need rate_Bps > 0 and 0 < fraction <= 1, got {rate_Bps}, {fraction}")
+    flows, transfers = _transfers(packets, server, workers, direction, min_bytes, gap_s)
+    out: dict[int, list[tuple[float, float]]] = {}
+    for start, end, w in transfers:
+        t, size = flows[w]
+        inside = (t >= start) & (t <= end)
+        done = np.cumsum(size[inside])
+        mark = float(t[inside][np.searchsorted(done, fraction * done[-1])])
+        others = [(a, b) for a, b, v in transfers if v != w and a <= mark and b >= start]
+        k = len(others)
+        if any(not (a <= start and b >= mark) for a, b in others):
+            continue  # another transfer starts or ends during this one's start
+        fair = fraction * float(done[-1]) * (k + 1) / rate_Bps
+        out.setdefault(k, []).append((start, mark - start - fair))
+    return {k: [x for _, x in sorted(v)] for k, v in sorted(out.items())}
+
+
+def step_boundaries(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    pull_bytes: float,
+    big_bytes: int = 1000,
+    gap_s: float = 0.02,
+) -> list[float]:
+    """Seconds from a worker's last push packet to the bulk of its next pull.
+
+    For each pull of a worker (a transfer of at least half ``pull_bytes``
+    from the PS, :func:`bursts`) after its first: its first packet of more
+    than ``big_bytes`` less the worker's last packet of more than
+    ``big_bytes`` to the PS before it. The PS's small request packets for
+    the push's last gradients come before both and are left out. This is
+    the time a real step spends between its push and its next pull, which
+    the simulator holds as the profile's ``overhead_s`` + ``pull_start_s``
+    (docs/steady-state.md, "Where the simulated pair's catch-up comes from").
+
+    Returns:
+        The boundaries of every worker's steps, seconds, worker by worker in time order.
+    """
+    out: list[float] = []
+    pulls, transfers = _transfers(packets, server, workers, "pull", pull_bytes / 2, gap_s)
+    pushes, _ = _transfers(packets, server, workers, "push", pull_bytes / 2, gap_s)
+    for w in workers:
+        t_pull, s_pull = pulls[w]
+        t_push, s_push = pushes[w]
+        big_pull, big_push = t_pull[s_pull > big_bytes], t_push[s_push > big_bytes]
+        starts = sorted(a for a, _, v in transfers if v == w)
+        for a in starts[1:]:
+            i = int(np.searchsorted(big_pull, a))
+            if i == len(big_pull):
+                continue
+            j = int(np.searchsorted(big_push, big_pull[i])) - 1
+            if j >= 0:
+                out.append(float(big_pull[i] - big_push[j]))
+    return out
