@@ -204,16 +204,10 @@ def join_losses(
     return {k: [g for _, g in sorted(v)] for k, v in sorted(joins.items())}
 
 
-def _transfers(
-    packets: Packets,
-    server: int,
-    workers: Sequence[int],
-    direction: str,
-    min_bytes: float,
-    gap_s: float,
-) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[tuple[float, float, int]]]:
-    """Each worker's flow in ``direction`` (packet times, payloads) and its transfers
-    (start, end, worker) of at least ``min_bytes`` (:func:`bursts`).
+def _flows(
+    packets: Packets, server: int, workers: Sequence[int], direction: str
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Each worker's packets in ``direction``: (times, payloads).
 
     Raises:
         ValueError: unknown ``direction``.
@@ -226,6 +220,24 @@ def _transfers(
         sender, receiver = (w, server) if direction == "push" else (server, w)
         m = (p.src == sender) & (p.dst == receiver)
         flows[w] = (p.t[m], p.payload[m])
+    return flows
+
+
+def _transfers(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    gap_s: float,
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[tuple[float, float, int]]]:
+    """Each worker's flow in ``direction`` (:func:`_flows`) and its transfers
+    (start, end, worker) of at least ``min_bytes`` (:func:`bursts`).
+
+    Raises:
+        ValueError: unknown ``direction``.
+    """
+    flows = _flows(packets, server, workers, direction)
     transfers = [
         (float(a), float(b), w) for w in workers for a, b in bursts(*flows[w], gap_s, min_bytes)
     ]
@@ -311,7 +323,7 @@ def step_boundaries(
     """
     out: list[float] = []
     pulls, transfers = _transfers(packets, server, workers, "pull", pull_bytes / 2, gap_s)
-    pushes, _ = _transfers(packets, server, workers, "push", pull_bytes / 2, gap_s)
+    pushes = _flows(packets, server, workers, "push")
     for w in workers:
         t_pull, s_pull = pulls[w]
         t_push, s_push = pushes[w]
