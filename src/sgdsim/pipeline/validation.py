@@ -660,6 +660,10 @@ def calibrate_push_join_stage(
                 f"{name}_join_delay_s": list(delay.mean_s),
                 f"{name}_join_sd_s": list(delay.sd_s),
                 f"{name}_join_growth_s": {str(k): list(g) for k, g in growth.items()},
+                # recorded for the study of joins net of the transfers' own starts
+                f"{name}_start_excess_s": {
+                    str(k): list(g) for k, g in joins.start_excess_s.get(name, {}).items()
+                },
             }
             ms = ", ".join(
                 f"{m * 1e3:.1f} ± {sd * 1e3:.1f} ms behind {k} ({len(growth.get(k, ()))} joins)"
@@ -671,11 +675,7 @@ def calibrate_push_join_stage(
                 file=sys.stderr,
             )
         row["steps_per_s"] = joins.steps_per_s
-        # recorded for the study of joins net of the transfers' own starts
-        # (docs/steady-state.md, "Where the simulated pair's catch-up comes from")
-        row["boundary_s"] = joins.boundary_s
-        for name, found in joins.start_excess_s.items():
-            row[f"{name}_start_excess_s"] = {str(k): list(g) for k, g in found.items()}
+        row["boundary_s"] = joins.boundary_s  # recorded, unused (see the docstring)
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 
