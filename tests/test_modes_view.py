@@ -453,3 +453,37 @@ def test_validation_view_and_report_show_a_steady_points_replay(tmp_path):
     (tmp_path / "old").mkdir()
     accuracy_report(measured_store(tmp_path / "old"), out)
     assert "Replays" not in out.read_text()
+
+
+def test_accuracy_report_splits_a_steady_pair_by_phase(tmp_path):
+    """Two launches of a pair: 40 s in phase (2 s steps, 1 step/s) and about 20 s
+    alternating (1 s steps, 2 steps/s); the prediction's first run alternates and
+    its pair run from every start phase gives 0.96 in phase and 2.1 alternating."""
+    a1 = [2.0 * k for k in range(-2, 21)]
+    launch1 = [a1, [t + 0.1 for t in a1]]
+    a2 = [float(k) for k in range(-2, 21)]
+    launch2 = [a2, [t + 0.5 for t in a2]]
+    m, p = measured_point(2, 1.4, 1.9)
+    m |= {"protocol": "steady", "window_s": 40.0, "step_end_times": launch1}
+    m |= {"runs": 2, "run_step_end_times": [launch1, launch2]}
+    p |= {"protocol": "steady", "window_s": 20.0, "step_end_times": launch2}
+    p["steps_per_s_by_phase"] = [0.96, None, None, None, 2.1]
+    db = measured_store(tmp_path, [measured_point(1, 1.0, 1.0), (m, p)])
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "## Throughput by phase (N = 2)" in text
+    # launch 2 counts up to its first worker's last step end (20 s): 82 s and 41 s
+    assert "| LeNet5 | n | tf_default | 2 | 67 / 0 | 0 / 0 | 0 / 0 | 0 / 0 | 33 / 100 |" in text
+    # the measured phases at the simulated rates: 2/3 × 0.96 + 1/3 × 2.1 = 1.34
+    assert "| 1 / 0.96 | — / — | — / — | — / — | 2 / 2.1 | 1.34 |" in text
+    # without the pair run from every start phase: the first run's rates, and no
+    # price for the phases it never stepped at
+    p.pop("steps_per_s_by_phase")
+    (tmp_path / "old").mkdir()
+    accuracy_report(measured_store(tmp_path / "old", [(m, p)]), out)
+    text = out.read_text()
+    assert "| 1 / — | — / — | — / — | — / — | 2 / 2 | — |" in text
+    # a store without steady pairs has no such section
+    accuracy_report(measured_store(tmp_path / "old"), out)
+    assert "by phase" not in out.read_text()

@@ -268,3 +268,29 @@ def test_step_jitter_is_a_config_switch_of_async_points_only(tmp_path):
         for p in (off, on)
     ]
     assert rows[0]["steps_per_s"] != rows[1]["steps_per_s"]
+
+
+def test_a_steady_pair_records_its_simulated_step_at_every_phase(tmp_path):
+    """``steps_per_s_by_phase``: the pair run from every start phase. Started together
+    it stays in lockstep (bin 0.0–0.1 is the lockstep figure); half a step apart on a
+    network-bound step it takes turns at the PS NIC, faster, and no bin beats the
+    band's upper end. Other worker counts get no such column."""
+    from sgdsim.protocol import PHASE_BINS, SteadyRule
+    from sgdsim.simulation.point import _sim_kwargs, lockstep_steps_per_s
+
+    w = Workload.load(_workload(tmp_path))
+    workload = dataclasses.replace(w, push_update_s=np.zeros_like(w.push_update_s))
+    network = grid_network(1e8, 1e-4)
+    sim = {**CONFIG["simulation"], "steps_per_worker": 30, "replications": 1}
+    params = SimParams.from_config(with_defaults({**CONFIG, "simulation": sim}))
+    rule = SteadyRule(warmup_steps=2, settle_s=1.0, min_steps=20, max_s=60)
+    row = predict_point(workload, network, 2, "tf_default", params, steady=rule)
+    rates = row["steps_per_s_by_phase"]
+    assert len(rates) == PHASE_BINS
+    kw = _sim_kwargs(workload, network, "tf_default", params, "async")
+    lock = lockstep_steps_per_s(workload, network, 2, params, kw, 1.0)
+    assert rates[0] == pytest.approx(lock, rel=0.02)
+    assert rates[-1] > 1.3 * rates[0]
+    assert max(x for x in rates if x is not None) <= row["steps_per_s_hi"] * 1.01
+    three = predict_point(workload, network, 3, "tf_default", params, steady=rule)
+    assert "steps_per_s_by_phase" not in three

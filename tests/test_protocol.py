@@ -177,3 +177,33 @@ def test_phase_distance_counts_only_the_window_and_folds_unequal_steps():
     slow = [2 * t + 0.2 for t in range(-2, 6)]
     d = phase_distance([a, slow], 10.0)
     assert d is not None and 0.0 < d <= 0.2
+
+
+def test_phase_profile_splits_a_pairs_time_and_rate_by_phase():
+    from sgdsim.protocol import PHASE_BINS, phase_profile
+
+    # launch 1: 2 s steps 0.1 s apart (phase 0.05) over 40 s: worker a ends 0 … 40
+    # (21 steps inside), b 0.1 … 38.1 (20): 82 s of stepping at 2 × 41 / 82 = 1 step/s
+    a1 = [2.0 * k for k in range(-2, 21)]
+    in_phase = ([a1, [t + 0.1 for t in a1]], 40.0)
+    # launch 2: 1 s steps half a step apart (phase 0.5) over 20 s: 21 + 20 steps, 41 s
+    a2 = [float(k) for k in range(-2, 21)]
+    alternating = ([a2, [t + 0.5 for t in a2]], 20.0)
+    got = phase_profile([in_phase, alternating])
+    assert got is not None
+    shares, rates = got
+    assert len(shares) == len(rates) == PHASE_BINS
+    assert shares == pytest.approx((82 / 123, 0, 0, 0, 41 / 123))
+    assert rates[0] == pytest.approx(1.0) and rates[4] == pytest.approx(2.0)
+    assert rates[1:4] == (None, None, None)
+    # the shares weight the rates into the pooled rate: 2 × 82 steps / 123 s
+    assert sum(s * (r or 0) for s, r in zip(shares, rates, strict=True)) == pytest.approx(
+        2 * 82 / 123
+    )
+    # one launch alone keeps only its bin; the window drops steps after it
+    only = phase_profile([alternating])
+    assert only is not None and only[0] == pytest.approx((0, 0, 0, 0, 1))
+    short = phase_profile([([a2, [t + 0.5 for t in a2]], 9.75)])
+    assert short is not None and short[1][4] == pytest.approx(2.0)
+    assert phase_profile([([a1], 40.0)]) is None  # one worker: no phase
+    assert phase_profile([([[-3.0, -1.0], [-2.0, -0.5]], 40.0)]) is None  # nothing inside

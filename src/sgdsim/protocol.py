@@ -361,6 +361,31 @@ def steady_stop(
     return None
 
 
+def _step_phases(
+    step_ends: Sequence[Sequence[float]], window_s: float
+) -> list[tuple[float, float]]:
+    """(phase, step length) of every step that ends inside the window and follows
+    another of the same worker: the time from its end to the nearest step end
+    of another worker, as a fraction of the step, folded into 0 … 0.5; the
+    step length in the ends' unit. Empty with fewer than two workers."""
+    ends = [np.asarray(e, dtype=float) for e in step_ends]
+    if len(ends) < 2:
+        return []
+    out = []
+    for w, own in enumerate(ends):
+        others = np.sort(np.concatenate([e for k, e in enumerate(ends) if k != w]))
+        if not others.size:
+            return []
+        for prev, t in itertools.pairwise(own):
+            if not 0.0 <= t <= window_s or t <= prev:
+                continue
+            i = int(np.searchsorted(others, t))
+            near = min(abs(others[j] - t) for j in (i - 1, i) if 0 <= j < others.size)
+            x = (near / (t - prev)) % 1.0
+            out.append((min(x, 1.0 - x), float(t - prev)))
+    return out
+
+
 def phase_distance(step_ends: Sequence[Sequence[float]], window_s: float) -> float | None:
     """How far apart asynchronous workers step: the median, over every step end
     inside the window, of the time to the nearest step end of another worker,
@@ -380,22 +405,57 @@ def phase_distance(step_ends: Sequence[Sequence[float]], window_s: float) -> flo
         The median fraction, or None with fewer than two workers or no step
         end inside the window that follows another of the same worker.
     """
-    ends = [np.asarray(e, dtype=float) for e in step_ends]
-    if len(ends) < 2:
-        return None
-    samples = []
-    for w, own in enumerate(ends):
-        others = np.sort(np.concatenate([e for k, e in enumerate(ends) if k != w]))
-        if not others.size:
-            return None
-        for prev, t in itertools.pairwise(own):
-            if not 0.0 <= t <= window_s or t <= prev:
-                continue
-            i = int(np.searchsorted(others, t))
-            near = min(abs(others[j] - t) for j in (i - 1, i) if 0 <= j < others.size)
-            x = (near / (t - prev)) % 1.0
-            samples.append(min(x, 1.0 - x))
+    samples = [x for x, _ in _step_phases(step_ends, window_s)]
     return float(np.median(samples)) if samples else None
+
+
+#: Phase bins of :func:`phase_profile`: 0–0.1, 0.1–0.2, … 0.4–0.5.
+PHASE_BINS = 5
+
+
+def phase_profile(
+    runs: Sequence[tuple[Sequence[Sequence[float]], float]],
+) -> tuple[tuple[float, ...], tuple[float | None, ...]] | None:
+    """Where in phase the workers of one or more runs spent their windows, and
+    how fast they went there.
+
+    Each step that ends inside its run's window and follows another of the
+    same worker gets the phase of :func:`phase_distance` (0 … 0.5) and falls
+    into one of :data:`PHASE_BINS` equal bins. Per bin, pooled over the runs:
+    the share of the workers' stepping time spent in those steps, and the
+    rate the N workers reach at that phase, ``N × steps / their summed
+    length`` (steps/s if the times are seconds). The shares weight the rates
+    into the runs' overall rate (``Σ share × rate``). Splitting a point's rate
+    this way tells a miss of the step model at a given phase (the rates
+    differ bin by bin) from a miss of the phase dynamics (the rates agree, the
+    shares do not): docs/steady-state.md, "Throughput by phase".
+
+    Args:
+        runs: (step ends, window) of each run: (N, steps) each worker's step
+            end times, ascending, seconds since the window started (negative:
+            before it), and the window's length in seconds (``inf``: every
+            step end from 0 on). N is the same in every run.
+
+    Returns:
+        ((PHASE_BINS,) time shares summing to 1, (PHASE_BINS,) rates, None for a
+        bin no step fell into), or None with fewer than two workers or no step
+        inside a window.
+    """
+    count = [0] * PHASE_BINS
+    length = [0.0] * PHASE_BINS
+    n = 0
+    for step_ends, window_s in runs:
+        for x, d in _step_phases(step_ends, window_s):
+            b = min(int(x * 2 * PHASE_BINS), PHASE_BINS - 1)
+            count[b] += 1
+            length[b] += d
+            n = len(step_ends)
+    total = sum(length)
+    if not total > 0:
+        return None
+    shares = tuple(x / total for x in length)
+    rates = tuple(n * c / x if c else None for c, x in zip(count, length, strict=True))
+    return shares, rates
 
 
 def steady_columns(est: SteadyEstimate, step_ends: Sequence[Sequence[float]]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sgdsim.io import atomic_path
+from sgdsim.protocol import PHASE_BINS, phase_profile
 from sgdsim.store import connect_read_only
 
 
@@ -121,6 +122,12 @@ def _has_column(con: Any, table: str, column: str) -> bool:
     return bool(n)
 
 
+def _column_or_null(con: Any, table: str, column: str, sql_type: str, alias: str = "") -> str:
+    """SQL of ``column`` of ``table`` (as ``alias`` + column), or a NULL of
+    ``sql_type`` in a store written before the column existed."""
+    return f"{alias}{column}" if _has_column(con, table, column) else f"NULL::{sql_type}"
+
+
 def _mode(con: Any, table: str) -> str:
     """SQL of a row's SGD mode in ``table``: its ``mode`` column, or ``'async'``
     where the column is missing or NULL (stores written before measurements
@@ -140,16 +147,8 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
         if _has_column(con, "validation", "measured_phase_distance")
         else "NULL::DOUBLE, NULL::DOUBLE"
     )
-    spread = (
-        "predicted_steps_per_s_std"
-        if _has_column(con, "validation", "predicted_steps_per_s_std")
-        else "NULL::DOUBLE"
-    )
-    launches = (
-        "measured_run_steps_per_s"
-        if _has_column(con, "validation", "measured_run_steps_per_s")
-        else "NULL::DOUBLE[]"
-    )
+    spread = _column_or_null(con, "validation", "predicted_steps_per_s_std", "DOUBLE")
+    launches = _column_or_null(con, "validation", "measured_run_steps_per_s", "DOUBLE[]")
     return con.execute(
         f"""
         SELECT model, network, policy, workers, measured_steps_per_s,
@@ -267,6 +266,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             ).fetchall()
         }
         replays = _replay_section(con)
+        phases = _phase_section(con)
     finally:
         con.close()
     modes = {r[_MODE] for r in points} | {r[0] for r in skipped}
@@ -438,7 +438,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ]
         if any(r[10] for r in points):
             text += ["", "Points marked loopback ran unshaped on 127.0.0.1 (no root)."]
-        text += replays
+        text += phases + replays
     if skipped:
         text += [
             "",
@@ -451,6 +451,108 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ]
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text("\n".join(text) + "\n")
+
+
+def _phase_bin_names() -> list[str]:
+    """Column names of the phase bins of :func:`sgdsim.protocol.phase_profile`."""
+    w = 0.5 / PHASE_BINS
+    return [f"{b * w:.1f}–{(b + 1) * w:.1f}" for b in range(PHASE_BINS)]
+
+
+def _phase_section(con: Any) -> list[str]:
+    """The steady asynchronous pairs (N = 2) split by phase
+    (:func:`sgdsim.protocol.phase_profile`): the measured launches' step ends
+    against the prediction's first run and, where stored, its pair run from
+    every start phase (``steps_per_s_by_phase``), as Markdown lines; none in
+    a store without step ends or without such points."""
+    if not (
+        _has_column(con, "measurements", "step_end_times")
+        and _has_column(con, "testbed_predictions", "step_end_times")
+    ):
+        return []
+    mode = "coalesce(m.mode, 'async')" if _has_column(con, "measurements", "mode") else "'async'"
+    launches = _column_or_null(con, "measurements", "run_step_end_times", "DOUBLE[][][]", "m.")
+    by_phase = _column_or_null(con, "testbed_predictions", "steps_per_s_by_phase", "DOUBLE[]", "p.")
+    rows = con.execute(
+        f"""
+        SELECT m.model, m.network, m.policy, m.workers, m.step_end_times, m.window_s,
+               {launches}, p.step_end_times, p.window_s, {by_phase}
+        FROM measurements m
+        JOIN testbed_predictions p
+          ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
+         AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
+        WHERE m.status = 'ok' AND m.workers = 2 AND m.protocol = 'steady'
+          AND p.protocol = 'steady' AND {mode} = 'async'
+        ORDER BY m.model, m.bandwidth_bps, m.network, m.policy
+        """
+    ).fetchall()
+    split = []
+    for r in rows:
+        if not (r[4] and r[5] and r[7] and r[8]):
+            continue
+        # the first launch is scored over its window; the others up to their first
+        # worker's last step end, as summarize scores a window
+        runs = [(r[4], r[5])] + [(e, min(w[-1] for w in e)) for e in (r[6] or [])[1:]]
+        measured = phase_profile(runs)
+        simulated = phase_profile([(r[7], r[8])])
+        if measured is not None and simulated is not None:
+            rates = tuple(r[9]) if r[9] else simulated[1]
+            split.append((r[:4], measured, (simulated[0], rates)))
+    if not split:
+        return []
+
+    def share(x: float) -> str:
+        return f"{100 * x:.0f}"
+
+    def rate(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3g}"
+
+    def priced(shares: Sequence[float], rates: Sequence[float | None]) -> str:
+        """The measured phases at the simulated rates, — where the simulation never
+        stepped at a phase the measurement spent time in."""
+        if any(s > 0 and x is None for s, x in zip(shares, rates, strict=True)):
+            return "—"
+        return f"{sum(s * (x or 0.0) for s, x in zip(shares, rates, strict=True)):.3g}"
+
+    bins = _phase_bin_names()
+    return [
+        "",
+        "## Throughput by phase (N = 2)",
+        "",
+        "Share of the window (%) the pair spent at each phase, measured (every launch) / "
+        "simulated (the prediction's first run):",
+        "",
+        markdown_table(
+            [*_POINT_COLUMNS, *bins],
+            [
+                (*k, *(f"{share(a)} / {share(b)}" for a, b in zip(m[0], s[0], strict=True)))
+                for k, m, s in split
+            ],
+        ),
+        "",
+        "Steps/s of the pair at each phase, measured / simulated (the pair run from every "
+        "start phase), and the measured phases at the simulated rates:",
+        "",
+        markdown_table(
+            [*_POINT_COLUMNS, *bins, "simulated rates, measured phases"],
+            [
+                (
+                    *k,
+                    *(f"{rate(a)} / {rate(b)}" for a, b in zip(m[1], s[1], strict=True)),
+                    priced(m[0], s[1]),
+                )
+                for k, m, s in split
+            ],
+        ),
+        "",
+        "Phase: the time from a step's end to the nearest step end of another worker, as "
+        "a fraction of the step (0 in phase, 0.5 two workers alternating). Where the "
+        "rates agree bin by bin and the "
+        "shares do not, the miss is where the phases went (the dynamics), not the step "
+        "at a given phase; the last column is the point's rate if the simulated step met "
+        "the measured phases (— where the simulation never stepped at a phase the "
+        'measurement spent time in; docs/steady-state.md, "Throughput by phase").',
+    ]
 
 
 def _replay_section(con: Any) -> list[str]:

@@ -256,19 +256,92 @@ def predict_point(
         row["steps_per_s"] = bound
         row["samples_per_s"] = bound * workload.batch_size
     row["steps_per_s_lo"] = row["steps_per_s_hi"] = None
-    if params.phase_band and mode == "async" and workers > 1:
-        t0 = time.perf_counter()
-        lo, hi = phase_band(workload, network, workers, params, kw, slots)
-        row["sim_wall_s"] += time.perf_counter() - t0
-        v = row["steps_per_s"]
-        row["steps_per_s_lo"] = min(lo, bound, v)
-        row["steps_per_s_hi"] = max(min(hi, bound), v)
     if steady is not None:
         from sgdsim.protocol import steady_columns
 
         est = estimates[-1]
         row |= steady_columns(est, [[t - est.start for t in e] for e in sim_log])
+    if mode == "async" and workers > 1:
+        t0 = time.perf_counter()
+        _add_phase_columns(row, workload, network, workers, params, kw, slots, bound, steady)
+        row["sim_wall_s"] += time.perf_counter() - t0
     return row
+
+
+def _add_phase_columns(
+    row: dict[str, Any],
+    workload: Workload,
+    network: Network,
+    workers: int,
+    params: SimParams,
+    kw: dict[str, Any],
+    slots: float,
+    bound: float,
+    steady: Any,
+) -> None:
+    """The phase columns of an asynchronous point with N > 1: with
+    ``params.phase_band``, ``steps_per_s_lo`` and ``steps_per_s_hi``
+    (:func:`phase_band`, capped by the CPU ``bound`` and widened to hold the
+    point's own rate); for a steady pair, ``steps_per_s_by_phase``
+    (:func:`phase_rates`, one step being two over its ``sim_steps_per_s``)."""
+    if params.phase_band:
+        lo, hi = phase_band(workload, network, workers, params, kw, slots)
+        v = row["steps_per_s"]
+        row["steps_per_s_lo"] = min(lo, bound, v)
+        row["steps_per_s_hi"] = max(min(hi, bound), v)
+    if steady is not None and workers == 2:
+        step_s = 2 / row["sim_steps_per_s"]
+        row["steps_per_s_by_phase"] = list(
+            phase_rates(workload, network, params, kw, slots, step_s)
+        )
+
+
+#: Start offsets of the second worker in :func:`phase_rates`, in steps of the pair.
+PHASE_STARTS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+
+
+def phase_rates(
+    workload: Workload,
+    network: Network,
+    params: SimParams,
+    kw: dict[str, Any],
+    slots: float,
+    step_s: float,
+) -> tuple[float | None, ...]:
+    """Steps/s of a simulated pair of workers at each phase: (PHASE_BINS,), None
+    where no simulated step fell.
+
+    A pair leaves any start phase for the phase its dynamics pick, so its
+    settled run shows the step at one phase only. This runs the pair from
+    each of :data:`PHASE_STARTS` (the second worker that many ``step_s``
+    seconds after the first; ``params.steps_per_worker`` steps each, all
+    counted) and pools every step by its phase
+    (:func:`sgdsim.protocol.phase_profile`): the simulated step at the phases
+    a measurement spent its time in, to tell a miss of the step from a miss
+    of the dynamics (docs/steady-state.md, "Throughput by phase").
+
+    Args:
+        workload, network, params: as :func:`predict_point`.
+        kw: the point's simulator arguments (:func:`_sim_kwargs`).
+        slots: the compute slots of the point's run.
+        step_s: one step of the pair, seconds (> 0).
+
+    Raises:
+        ValueError: as :func:`~sgdsim.simulation.async_ps.simulate_async`.
+    """
+    from sgdsim.protocol import PHASE_BINS, phase_profile
+    from sgdsim.simulation.async_ps import simulate_async
+
+    runs = []
+    for f in PHASE_STARTS:
+        log: list[list[float]] = []
+        simulate_async(
+            workload, network, 2, params.steps_per_worker, 0,
+            start_offsets_s=[0.0, f * step_s], step_log=log, compute_slots=slots, **kw,
+        )  # fmt: skip
+        runs.append((log, math.inf))
+    profile = phase_profile(runs)
+    return profile[1] if profile is not None else (None,) * PHASE_BINS
 
 
 def _cpu_bound(workload: Workload, workers: int, params: SimParams, mode: str) -> float:

@@ -242,7 +242,8 @@ CREATE TABLE testbed_predictions (
     steps_per_s_windows DOUBLE[],       -- steady: steps/s of each batch
     steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
     step_end_times   DOUBLE[][],        -- steady: per worker, every simulated step end, s since the window started
-    phase_distance   DOUBLE             -- steady, N > 1: as measurements.phase_distance, of the first simulated run
+    phase_distance   DOUBLE,            -- steady, N > 1: as measurements.phase_distance, of the first simulated run
+    steps_per_s_by_phase DOUBLE[]       -- steady async, N = 2: steps/s of the pair at phases 0-0.1, ... 0.4-0.5, run from every start phase (NULL where never)
 );
 
 -- One row per steady asynchronous point with N > 1: a diagnostic replay of its
