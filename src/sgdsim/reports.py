@@ -492,7 +492,8 @@ def _phase_section(con: Any) -> list[str]:
             continue
         # the first launch is scored over its window; the others up to their first
         # worker's last step end, as summarize scores a window
-        runs = [(r[4], r[5])] + [(e, min(w[-1] for w in e)) for e in (r[6] or [])[1:]]
+        runs = [(r[4], r[5])]
+        runs += [(e, min(w[-1] if w else 0.0 for w in e)) for e in (r[6] or [])[1:] if e]
         measured = phase_profile(runs)
         simulated = phase_profile([(r[7], r[8])])
         if measured is not None and simulated is not None:
@@ -547,11 +548,11 @@ def _phase_section(con: Any) -> list[str]:
         "",
         "Phase: the time from a step's end to the nearest step end of another worker, as "
         "a fraction of the step (0 in phase, 0.5 two workers alternating). Where the "
-        "rates agree bin by bin and the "
-        "shares do not, the miss is where the phases went (the dynamics), not the step "
-        "at a given phase; the last column is the point's rate if the simulated step met "
-        "the measured phases (— where the simulation never stepped at a phase the "
-        'measurement spent time in; docs/steady-state.md, "Throughput by phase").',
+        "rates agree bin by bin and the shares do not, the miss is where the phases went "
+        "(the dynamics), not the step at a given phase; the last column is the point's "
+        "rate if the simulated step met the measured phases (— where the simulation never "
+        "stepped at a phase the measurement spent time in; docs/steady-state.md, "
+        '"Throughput by phase").',
     ]
 
 

@@ -289,7 +289,7 @@ def _add_phase_columns(
         v = row["steps_per_s"]
         row["steps_per_s_lo"] = min(lo, bound, v)
         row["steps_per_s_hi"] = max(min(hi, bound), v)
-    if steady is not None and workers == 2:
+    if steady is not None and workers == 2 and row["sim_steps_per_s"] > 0:
         step_s = 2 / row["sim_steps_per_s"]
         row["steps_per_s_by_phase"] = list(
             phase_rates(workload, network, params, kw, slots, step_s)
