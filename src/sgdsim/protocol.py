@@ -445,11 +445,11 @@ def phase_profile(
     length = [0.0] * PHASE_BINS
     n = 0
     for step_ends, window_s in runs:
+        n = len(step_ends)
         for x, d in _step_phases(step_ends, window_s):
             b = min(int(x * 2 * PHASE_BINS), PHASE_BINS - 1)
             count[b] += 1
             length[b] += d
-            n = len(step_ends)
     total = sum(length)
     if not total > 0:
         return None

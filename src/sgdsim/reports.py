@@ -128,11 +128,12 @@ def _column_or_null(con: Any, table: str, column: str, sql_type: str, alias: str
     return f"{alias}{column}" if _has_column(con, table, column) else f"NULL::{sql_type}"
 
 
-def _mode(con: Any, table: str) -> str:
-    """SQL of a row's SGD mode in ``table``: its ``mode`` column, or ``'async'``
-    where the column is missing or NULL (stores written before measurements
-    carried the mode, when every measured point was asynchronous)."""
-    return "coalesce(mode, 'async')" if _has_column(con, table, "mode") else "'async'"
+def _mode(con: Any, table: str, alias: str = "") -> str:
+    """SQL of a row's SGD mode in ``table`` (as ``alias`` + column): its ``mode``
+    column, or ``'async'`` where the column is missing or NULL (stores written
+    before measurements carried the mode, when every measured point was
+    asynchronous)."""
+    return f"coalesce({alias}mode, 'async')" if _has_column(con, table, "mode") else "'async'"
 
 
 def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
@@ -470,7 +471,6 @@ def _phase_section(con: Any) -> list[str]:
         and _has_column(con, "testbed_predictions", "step_end_times")
     ):
         return []
-    mode = "coalesce(m.mode, 'async')" if _has_column(con, "measurements", "mode") else "'async'"
     launches = _column_or_null(con, "measurements", "run_step_end_times", "DOUBLE[][][]", "m.")
     by_phase = _column_or_null(con, "testbed_predictions", "steps_per_s_by_phase", "DOUBLE[]", "p.")
     rows = con.execute(
@@ -482,7 +482,7 @@ def _phase_section(con: Any) -> list[str]:
           ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
          AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
         WHERE m.status = 'ok' AND m.workers = 2 AND m.protocol = 'steady'
-          AND p.protocol = 'steady' AND {mode} = 'async'
+          AND p.protocol = 'steady' AND {_mode(con, "measurements", "m.")} = 'async'
         ORDER BY m.model, m.bandwidth_bps, m.network, m.policy
         """
     ).fetchall()

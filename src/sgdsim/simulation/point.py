@@ -263,7 +263,9 @@ def predict_point(
         row |= steady_columns(est, [[t - est.start for t in e] for e in sim_log])
     if mode == "async" and workers > 1:
         t0 = time.perf_counter()
-        _add_phase_columns(row, workload, network, workers, params, kw, slots, bound, steady)
+        # a run from given starts (a replay) shares the point's rates by phase
+        split = steady is not None and start_offsets_s is None
+        _add_phase_columns(row, workload, network, workers, params, kw, slots, bound, split)
         row["sim_wall_s"] += time.perf_counter() - t0
     return row
 
@@ -277,19 +279,19 @@ def _add_phase_columns(
     kw: dict[str, Any],
     slots: float,
     bound: float,
-    steady: Any,
+    split: bool,
 ) -> None:
     """The phase columns of an asynchronous point with N > 1: with
     ``params.phase_band``, ``steps_per_s_lo`` and ``steps_per_s_hi``
     (:func:`phase_band`, capped by the CPU ``bound`` and widened to hold the
-    point's own rate); for a steady pair, ``steps_per_s_by_phase``
+    point's own rate); for a pair with ``split``, ``steps_per_s_by_phase``
     (:func:`phase_rates`, one step being two over its ``sim_steps_per_s``)."""
     if params.phase_band:
         lo, hi = phase_band(workload, network, workers, params, kw, slots)
         v = row["steps_per_s"]
         row["steps_per_s_lo"] = min(lo, bound, v)
         row["steps_per_s_hi"] = max(min(hi, bound), v)
-    if steady is not None and workers == 2 and row["sim_steps_per_s"] > 0:
+    if split and workers == 2 and row["sim_steps_per_s"] > 0:
         step_s = 2 / row["sim_steps_per_s"]
         row["steps_per_s_by_phase"] = list(
             phase_rates(workload, network, params, kw, slots, step_s)
