@@ -11,6 +11,8 @@ from urllib.parse import urlencode
 
 import polars as pl
 
+from sgdsim.reports import PhaseSplit
+from sgdsim.reports import phase_splits as _store_phase_splits
 from sgdsim.store import connect_read_only
 
 DEFAULT_DB = "results/sgdsim.duckdb"
@@ -65,6 +67,22 @@ def _fetch(path: str, _mtime: int, sql: str, params: tuple[Any, ...]) -> pl.Data
         cur = con.execute(sql, [list(p) if isinstance(p, tuple) else p for p in params])
         cols = [d[0] for d in cur.description or []]
         return pl.DataFrame(cur.fetchall(), schema=cols, orient="row", infer_schema_length=None)
+    finally:
+        con.close()
+
+
+def phase_splits(model: str | None) -> list[PhaseSplit]:
+    """The model's steady asynchronous pairs split by phase
+    (:func:`sgdsim.reports.phase_splits`; empty when the store has none), cached
+    like :func:`fetch`."""
+    return list(_phase_splits(*store_version(), model or ""))
+
+
+@functools.lru_cache(maxsize=64)
+def _phase_splits(path: str, _mtime: int, model: str) -> tuple[PhaseSplit, ...]:
+    con = connect_read_only(path)
+    try:
+        return tuple(_store_phase_splits(con, model))
     finally:
         con.close()
 

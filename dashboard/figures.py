@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from dashboard.analysis import NEAR_PEAK, best_index, bottleneck, finite, with_band
+from sgdsim.reports import PhaseSplit, phase_bin_names
 
 METRICS = {
     "samples_per_s": "Throughput (samples/s, all workers)",
@@ -733,5 +734,91 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
         xaxis={"title": "workers N", "dtick": 1},
         yaxis={"title": "Throughput (steps/s, all workers)", "rangemode": "tozero"},
         legend={"title": "network · mode · policy"},
+    )
+    return fig
+
+
+def phase_figure(splits: Sequence[PhaseSplit], model: str) -> go.Figure:
+    """Steady asynchronous pairs of one model split by phase: per pair (one row
+    per network and policy), the share of the window spent at each phase bin
+    (bars, measured and simulated) and the pair's steps/s there (markers:
+    measured, dashed line: simulated from every start phase).
+
+    Args:
+        splits: :func:`sgdsim.reports.phase_splits` of the model (not empty).
+        model: model name, for the title.
+    """
+    from plotly.subplots import make_subplots
+
+    bins = phase_bin_names()
+    fig = make_subplots(
+        rows=len(splits),
+        cols=2,
+        subplot_titles=[
+            text
+            for s in splits
+            for text in (
+                f"{s.network} · {s.policy}: time at each phase (%)",
+                f"{s.network} · {s.policy}: steps/s at each phase",
+            )
+        ],
+        horizontal_spacing=0.1,
+        vertical_spacing=min(0.12, 0.5 / len(splits)),
+    )
+    for row, s in enumerate(splits, start=1):
+        # measured: markers; simulated from every start phase: a dashed line
+        sides = (
+            ("measured", PALETTE[0], s.measured_shares, s.measured_rates, "markers"),
+            ("simulated", PALETTE[1], s.simulated_shares, s.simulated_rates, "lines+markers"),
+        )
+        for name, color, shares, rates, mode in sides:
+            fig.add_trace(
+                go.Bar(
+                    x=bins,
+                    y=[100 * x for x in shares],
+                    marker_color=color,
+                    name=name,
+                    legendgroup=name,
+                    showlegend=row == 1,
+                    hovertemplate=f"phase %{{x}}<br>{name} %{{y:.0f}} % of the window"
+                    + "<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=bins,
+                    y=list(rates),
+                    mode=mode,
+                    # measured drawn larger: the simulated marker must not hide it
+                    marker={"color": color, "size": 12 if name == "measured" else 7},
+                    line={"color": color, "dash": "dash"},
+                    name=name,
+                    legendgroup=name,
+                    showlegend=False,
+                    hovertemplate=f"phase %{{x}}<br>{name} %{{y:.3g}} steps/s<extra></extra>",
+                ),
+                row=row,
+                col=2,
+            )
+        fig.update_yaxes(title_text="% of window", range=[0, 100], row=row, col=1)
+        fig.update_yaxes(title_text="steps/s", rangemode="tozero", row=row, col=2)
+    fig.update_xaxes(title_text="phase (0 in phase, 0.5 alternating)", row=len(splits))
+    height = 150 + 300 * len(splits)
+    margin = {"t": 90, "b": 60, "l": 70, "r": 20}
+    fig.update_layout(
+        **{**_BASE_LAYOUT, "margin": margin},
+        title=f"{model}: where the pair's phases went, and its rate at each phase (N = 2)",
+        barmode="group",
+        height=height,
+        # on the title's line, above the subplot titles
+        legend={
+            "orientation": "h",
+            "x": 1,
+            "xanchor": "right",
+            "y": 1 + 45 / (height - margin["t"] - margin["b"]),
+            "yanchor": "bottom",
+        },
     )
     return fig

@@ -73,6 +73,11 @@ def sql(store: Path, query: str, params: list[Any] | None = None) -> list[tuple[
 
 @pytest.fixture(scope="module")
 def base_url(store: Path) -> Iterator[str]:
+    yield from serve(store)
+
+
+def serve(store: Path) -> Iterator[str]:
+    """Run the dashboard on ``store`` until the generator is closed; yields its URL."""
     (port,) = free_ports(1)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "dashboard.app", "--db", str(store), "--port", str(port)]
@@ -531,6 +536,32 @@ def test_policy_choices_follow_the_sgd_mode(driver, base_url, store):
     options = wait(driver, lambda d: css(d, ".dash-dropdown-content [role='option']"))
     assert sorted(o.text.strip() for o in options) == fusions
     css(driver, "#scaling-policy")[0].click()
+
+
+@pytest.fixture(scope="module")
+def pair_url(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second dashboard on a store with one steady asynchronous pair measured
+    in two launches (test_modes_view's ``phase_pair``)."""
+    from test_modes_view import measured_point, measured_store, phase_pair
+
+    points = [measured_point(1, 1.0, 1.0), phase_pair()]
+    db = measured_store(tmp_path_factory.mktemp("pair"), points)
+    yield from serve(db)
+
+
+def test_validation_page_draws_a_steady_pair_by_phase(driver, pair_url):
+    open_page(
+        driver,
+        pair_url + "/validation?model=LeNet5&mode=async",
+        lambda d: bool(css(d, "#validation-phase-graph .trace.bars")),
+        None,
+        {},
+    )
+    # measured and simulated shares, each a bar trace in the figure's one row
+    assert len(css(driver, "#validation-phase-graph .trace.bars")) == 2
+    assert len(css(driver, "#validation-phase-graph .trace.bars .point")) == 10  # 2 × 5 bins
+    rows = [r.text for r in css(driver, "#validation-phase-table tbody tr")]
+    assert rows == ["n tf_default 1.4 1.9 (+36 %) 1.34 (-4 %)"]
 
 
 def test_validation_and_run_info_pages(driver, base_url, store, render_times):

@@ -302,8 +302,9 @@ def test_validation_page_selects_the_mode(tmp_path, pages):
     assert validation.rows("LeNet5", "async").height == 2
     validation = pages(moded_store(tmp_path))["validation"]
     assert validation.measured_modes() == ["allreduce", "async"]
-    _, table, query = validation.update_validation("LeNet5", "allreduce")
+    _, table, query, phases = validation.update_validation("LeNet5", "allreduce")
     assert query == "?model=LeNet5&mode=allreduce"
+    assert phases == []  # no steady pair
     assert [c.children for c in table.children[1].children] == ["n", "tf_default", 1, "5.0", "5.0"]
     assert validation.rows("LeNet5", "async")["workers"].to_list() == [1, 2]
 
@@ -455,10 +456,12 @@ def test_validation_view_and_report_show_a_steady_points_replay(tmp_path):
     assert "Replays" not in out.read_text()
 
 
-def test_accuracy_report_splits_a_steady_pair_by_phase(tmp_path):
-    """Two launches of a pair: 40 s in phase (2 s steps, 1 step/s) and about 20 s
-    alternating (1 s steps, 2 steps/s); the prediction's first run alternates and
-    its pair run from every start phase gives 0.96 in phase and 2.1 alternating."""
+def phase_pair() -> tuple[dict, dict]:
+    """A steady pair, two launches: 40 s in phase (2 s steps, 1 step/s) and about
+    20 s alternating (1 s steps, 2 steps/s); the prediction's first run alternates
+    and its pair run from every start phase gives 0.96 in phase and 2.1 alternating.
+    Launch 2 counts up to its first worker's last step end (20 s), so the measured
+    shares are 82 s and 41 s of stepping time: 2/3 in phase, 1/3 alternating."""
     a1 = [2.0 * k for k in range(-2, 21)]
     launch1 = [a1, [t + 0.1 for t in a1]]
     a2 = [float(k) for k in range(-2, 21)]
@@ -468,12 +471,16 @@ def test_accuracy_report_splits_a_steady_pair_by_phase(tmp_path):
     m |= {"runs": 2, "run_step_end_times": [launch1, launch2]}
     p |= {"protocol": "steady", "window_s": 20.0, "step_end_times": launch2}
     p["steps_per_s_by_phase"] = [0.96, None, None, None, 2.1]
+    return m, p
+
+
+def test_accuracy_report_splits_a_steady_pair_by_phase(tmp_path):
+    m, p = phase_pair()
     db = measured_store(tmp_path, [measured_point(1, 1.0, 1.0), (m, p)])
     out = tmp_path / "accuracy.md"
     accuracy_report(db, out)
     text = out.read_text()
     assert "## Throughput by phase (N = 2)" in text
-    # launch 2 counts up to its first worker's last step end (20 s): 82 s and 41 s
     assert "| LeNet5 | n | tf_default | 2 | 67 / 0 | 0 / 0 | 0 / 0 | 0 / 0 | 33 / 100 |" in text
     # the measured phases at the simulated rates: 2/3 × 0.96 + 1/3 × 2.1 = 1.34
     assert "| 1 / 0.96 | — / — | — / — | — / — | 2 / 2.1 | 1.34 |" in text
@@ -487,3 +494,25 @@ def test_accuracy_report_splits_a_steady_pair_by_phase(tmp_path):
     # a store without steady pairs has no such section
     accuracy_report(measured_store(tmp_path / "old"), out)
     assert "by phase" not in out.read_text()
+
+
+def test_validation_page_splits_a_steady_pair_by_phase(tmp_path, pages):
+    m, p = phase_pair()
+    validation = pages(measured_store(tmp_path, [measured_point(1, 1.0, 1.0), (m, p)]))[
+        "validation"
+    ]
+    _, _, _, phases = validation.update_validation("LeNet5", "async")
+    heading, _, graph, table = phases
+    assert heading.children == "Throughput by phase (N = 2)"
+    shares = [t for t in graph.figure.data if t.type == "bar"]
+    assert [t.name for t in shares] == ["measured", "simulated"]
+    assert [round(y) for y in shares[0].y] == [67, 0, 0, 0, 33]
+    assert [round(y) for y in shares[1].y] == [0, 0, 0, 0, 100]
+    rates = [t for t in graph.figure.data if t.type == "scatter"]
+    assert list(rates[0].y) == [pytest.approx(1.0), None, None, None, pytest.approx(2.0)]
+    assert list(rates[1].y) == [0.96, None, None, None, 2.1]
+    # measured 1.4, predicted 1.9 (+36 %), priced 2/3 × 0.96 + 1/3 × 2.1 = 1.34 (−4 %)
+    assert cells(table) == [["n", "tf_default", "1.4", "1.9 (+36 %)", "1.34 (-4 %)"]]
+    # another model, or a mode without phases: no section
+    assert validation.phase_section("VGG16", "async", validation.rows("VGG16")) == []
+    assert validation.phase_section("LeNet5", "sync_ps", validation.rows("LeNet5")) == []

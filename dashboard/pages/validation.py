@@ -8,10 +8,10 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import fetch, has_column, pick, search
+from dashboard.data import fetch, has_column, phase_splits, pick, search
 from dashboard.export import export_bar, register_export
-from dashboard.figures import validation_figure
-from dashboard.ui import control, dropdown, register_url_sync, url_sync
+from dashboard.figures import phase_figure, validation_figure
+from dashboard.ui import control, dropdown, register_url_sync, table, url_sync
 
 dash.register_page(
     __name__, path="/validation", name="Validation", title="sgdsim: validation", order=4
@@ -71,19 +71,84 @@ def layout(model: str | None = None, mode: str | None = None, **_: Any) -> html.
             dcc.Graph(id="validation-graph", config={"displaylogo": False}),
             export_bar("validation-export"),
             html.Div(id="validation-summary"),
+            html.Div(id="validation-phases"),
         ]
     )
+
+
+def _pct(x: float | None, of: float | None) -> str:
+    """``x`` in steps/s with its error against ``of`` in %, — where missing."""
+    if x is None:
+        return "—"
+    if not of:
+        return f"{x:.3g}"
+    return f"{x:.3g} ({100 * (x - of) / of:+.0f} %)"
+
+
+def phase_section(model: str | None, mode: str | None, df: pl.DataFrame) -> list[Any]:
+    """The model's steady asynchronous pairs split by phase (figure and table), or
+    nothing when the mode is not async or the store has no such pair.
+
+    Args:
+        model: model name.
+        mode: SGD mode shown (pairs have a phase only in ``async``).
+        df: the model's rows of view ``validation`` in that mode (:func:`rows`),
+            for the pairs' measured and predicted steps/s.
+    """
+    splits = phase_splits(model) if mode == "async" else []
+    if not splits:
+        return []
+    head = ["network", "policy", "measured steps/s", "predicted"]
+    head.append("simulated rates, measured phases")
+    body = []
+    for s in splits:
+        d = df.filter(
+            (pl.col("network") == s.network)
+            & (pl.col("policy") == s.policy)
+            & (pl.col("workers") == s.workers)
+        )
+        measured = d["measured_steps_per_s"][0] if d.height else None
+        predicted = d["predicted_steps_per_s"][0] if d.height else None
+        body.append(
+            [
+                s.network,
+                s.policy,
+                "—" if measured is None else f"{measured:.3g}",
+                _pct(predicted, measured),
+                _pct(s.priced_steps_per_s, measured),
+            ]
+        )
+    return [
+        html.H3("Throughput by phase (N = 2)"),
+        html.P(
+            "Asynchronous workers drift in and out of phase (0: both pull and push together; "
+            "0.5: one pulls while the other pushes). Left: the share of the window the pair "
+            "spent at each phase, measured over every launch and in the prediction's first "
+            "run. Right: the pair's steps/s at each phase, measured and simulated from every "
+            "start phase. Where the rates agree and the shares do not, the miss is the phase "
+            "dynamics, not the step; the last column prices the measured phases at the "
+            'simulated rates (docs/steady-state.md, "Throughput by phase").'
+        ),
+        dcc.Graph(
+            id="validation-phase-graph",
+            figure=phase_figure(splits, model or ""),
+            config={"displaylogo": False},
+        ),
+        table(head, body, "validation-phase-table"),
+    ]
 
 
 @callback(
     Output("validation-graph", "figure"),
     Output("validation-summary", "children"),
     Output("validation-query", "data"),
+    Output("validation-phases", "children"),
     Input("validation-model", "value"),
     Input("validation-mode", "value"),
 )
 def update_validation(model: str | None, mode: str | None = "async") -> Any:
-    """The model's measured-vs-predicted figure in one mode and its MAPE / max error table."""
+    """The model's measured-vs-predicted figure in one mode, its MAPE / max error table,
+    the page's URL query and the pairs' split by phase (:func:`phase_section`)."""
     df = rows(model, mode)
     summary = fetch(
         "SELECT network, policy, count(*) AS points, avg(ape_pct) AS mape_pct, "
@@ -92,7 +157,7 @@ def update_validation(model: str | None, mode: str | None = "async") -> Any:
         [model or "", mode or ""],
     )
     head = ["network", "policy", "points", "MAPE %", "max error %"]
-    table = html.Table(
+    summary_table = html.Table(
         [html.Tr([html.Th(h) for h in head])]
         + [
             html.Tr(
@@ -104,7 +169,8 @@ def update_validation(model: str | None, mode: str | None = "async") -> Any:
         className="data",
     )
     title = f"{model or 'no model'} ({mode})"
-    return validation_figure(df, title), table, search(model=model, mode=mode)
+    phases = phase_section(model, mode, df)
+    return validation_figure(df, title), summary_table, search(model=model, mode=mode), phases
 
 
 register_export(

@@ -6,6 +6,7 @@ import itertools
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -454,18 +455,56 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         Path(tmp).write_text("\n".join(text) + "\n")
 
 
-def _phase_bin_names() -> list[str]:
-    """Column names of the phase bins of :func:`sgdsim.protocol.phase_profile`."""
+def phase_bin_names() -> list[str]:
+    """Labels of the phase bins of :func:`sgdsim.protocol.phase_profile`
+    (``0.0–0.1`` … ``0.4–0.5``, fractions of a step)."""
     w = 0.5 / PHASE_BINS
     return [f"{b * w:.1f}–{(b + 1) * w:.1f}" for b in range(PHASE_BINS)]
 
 
-def _phase_section(con: Any) -> list[str]:
-    """The steady asynchronous pairs (N = 2) split by phase
-    (:func:`sgdsim.protocol.phase_profile`): the measured launches' step ends
-    against the prediction's first run and, where stored, its pair run from
-    every start phase (``steps_per_s_by_phase``), as Markdown lines; none in
-    a store without step ends or without such points."""
+@dataclass(frozen=True)
+class PhaseSplit:
+    """One steady asynchronous pair (N = 2) split by phase, measured against simulated.
+
+    Each tuple has :data:`sgdsim.protocol.PHASE_BINS` entries, one per phase bin
+    (:func:`phase_bin_names`; 0 in phase, 0.5 the two workers alternating):
+    shares of the stepping time (sum 1) and the pair's steps/s in that bin
+    (None: no step there). Measured: every launch pooled; simulated shares:
+    the prediction's first run; simulated rates: the pair run from every start
+    phase (``testbed_predictions.steps_per_s_by_phase``) where stored, else the
+    first run's. docs/steady-state.md, "Throughput by phase".
+    """
+
+    model: str
+    network: str
+    policy: str
+    workers: int
+    measured_shares: tuple[float, ...]
+    measured_rates: tuple[float | None, ...]
+    simulated_shares: tuple[float, ...]
+    simulated_rates: tuple[float | None, ...]
+
+    @property
+    def priced_steps_per_s(self) -> float | None:
+        """The measured phases at the simulated rates (steps/s): the pair's rate if
+        the simulated step met the measured phases; None where the simulation never
+        stepped at a phase the measurement spent time in."""
+        pairs = list(zip(self.measured_shares, self.simulated_rates, strict=True))
+        if any(s > 0 and x is None for s, x in pairs):
+            return None
+        return sum(s * (x or 0.0) for s, x in pairs)
+
+
+def phase_splits(con: Any, model: str | None = None) -> list[PhaseSplit]:
+    """The steady asynchronous pairs (N = 2) of a store split by phase
+    (:func:`sgdsim.protocol.phase_profile`), ordered by model, bandwidth, network
+    and policy; only ``model``'s when given. Empty for a store without step ends
+    or without such points.
+
+    Args:
+        con: an open DuckDB connection to the store (read-only is enough).
+        model: keep only this model's pairs (None: every model).
+    """
     if not (
         _has_column(con, "measurements", "step_end_times")
         and _has_column(con, "testbed_predictions", "step_end_times")
@@ -483,8 +522,10 @@ def _phase_section(con: Any) -> list[str]:
          AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
         WHERE m.status = 'ok' AND m.workers = 2 AND m.protocol = 'steady'
           AND p.protocol = 'steady' AND {_mode(con, "measurements", "m.")} = 'async'
+          AND (? IS NULL OR m.model = ?)
         ORDER BY m.model, m.bandwidth_bps, m.network, m.policy
-        """
+        """,
+        [model, model],
     ).fetchall()
     split = []
     for r in rows:
@@ -498,7 +539,15 @@ def _phase_section(con: Any) -> list[str]:
         simulated = phase_profile([(r[7], r[8])])
         if measured is not None and simulated is not None:
             rates = tuple(r[9]) if r[9] else simulated[1]
-            split.append((r[:4], measured, (simulated[0], rates)))
+            split.append(
+                PhaseSplit(r[0], r[1], r[2], r[3], measured[0], measured[1], simulated[0], rates)
+            )
+    return split
+
+
+def _phase_section(con: Any) -> list[str]:
+    """:func:`phase_splits` of the store as Markdown lines; none without such pairs."""
+    split = phase_splits(con)
     if not split:
         return []
 
@@ -508,14 +557,10 @@ def _phase_section(con: Any) -> list[str]:
     def rate(x: float | None) -> str:
         return "—" if x is None else f"{x:.3g}"
 
-    def priced(shares: Sequence[float], rates: Sequence[float | None]) -> str:
-        """The measured phases at the simulated rates, — where the simulation never
-        stepped at a phase the measurement spent time in."""
-        if any(s > 0 and x is None for s, x in zip(shares, rates, strict=True)):
-            return "—"
-        return f"{sum(s * (x or 0.0) for s, x in zip(shares, rates, strict=True)):.3g}"
+    def key(s: PhaseSplit) -> tuple[Any, ...]:
+        return (s.model, s.network, s.policy, s.workers)
 
-    bins = _phase_bin_names()
+    bins = phase_bin_names()
     return [
         "",
         "## Throughput by phase (N = 2)",
@@ -526,8 +571,14 @@ def _phase_section(con: Any) -> list[str]:
         markdown_table(
             [*_POINT_COLUMNS, *bins],
             [
-                (*k, *(f"{share(a)} / {share(b)}" for a, b in zip(m[0], s[0], strict=True)))
-                for k, m, s in split
+                (
+                    *key(s),
+                    *(
+                        f"{share(a)} / {share(b)}"
+                        for a, b in zip(s.measured_shares, s.simulated_shares, strict=True)
+                    ),
+                )
+                for s in split
             ],
         ),
         "",
@@ -538,11 +589,14 @@ def _phase_section(con: Any) -> list[str]:
             [*_POINT_COLUMNS, *bins, "simulated rates, measured phases"],
             [
                 (
-                    *k,
-                    *(f"{rate(a)} / {rate(b)}" for a, b in zip(m[1], s[1], strict=True)),
-                    priced(m[0], s[1]),
+                    *key(s),
+                    *(
+                        f"{rate(a)} / {rate(b)}"
+                        for a, b in zip(s.measured_rates, s.simulated_rates, strict=True)
+                    ),
+                    "—" if s.priced_steps_per_s is None else f"{s.priced_steps_per_s:.3g}",
                 )
-                for k, m, s in split
+                for s in split
             ],
         ),
         "",
