@@ -10,8 +10,10 @@ import pytest
 from sgdsim.testbed.capture import (
     Packets,
     bursts,
+    join_gains,
     join_losses,
     read_pcap,
+    saturated_rate,
     start_excess,
     step_boundaries,
 )
@@ -66,10 +68,14 @@ def test_bursts_split_a_flow_at_its_pauses_and_drop_small_ones():
     assert bursts(t[:0], size[:0], 0.02, 1).shape == (0, 2)
 
 
-def slotted(starts: dict[int, float], late_s: float, packets: int = 1000) -> Packets:
+def slotted(
+    starts: dict[int, float], late_s: float, packets: int = 1000, idle: bool = False
+) -> Packets:
     """Pushes of 1000-byte packets, one per ms: worker ``w`` starts at ``starts[w]``
     with ``packets`` packets; the workers sending share the slots in turn, except that
-    the last to start gets one slot in ten for ``late_s`` after its start (a slow start)."""
+    the last to start gets one slot in ten for ``late_s`` after its start (a slow start).
+    With ``idle`` (two workers) the other keeps only its half of the slots then, and
+    four in ten stay empty (a joiner with nothing to send yet: the link is not full)."""
     left = dict.fromkeys(starts, packets)
     joiner = max(starts, key=starts.__getitem__)
     rows, turn, slot = [], 0, 0
@@ -80,6 +86,10 @@ def slotted(starts: dict[int, float], late_s: float, packets: int = 1000) -> Pac
             if joiner in on and t < starts[joiner] + late_s - 1e-9:
                 rest = [w for w in on if w != joiner] or on
                 w = joiner if slot % 10 == 0 else rest[turn % len(rest)]
+                if idle and slot % 10 and slot % 2 == 0:
+                    # the joiner's share past its one slot in ten stays empty
+                    slot += 1
+                    continue
             else:
                 w = on[turn % len(on)]
             turn += 1
@@ -111,6 +121,35 @@ def test_a_joiner_that_gets_its_share_late_shows_that_delay():
     assert short == {}
     with pytest.raises(ValueError, match="direction"):
         join_losses(slotted({2: 0.0, 3: 0.1}, 0.0), 1, [2, 3], "both", 1.0)
+
+
+def test_join_gains_count_what_the_incumbents_got_beyond_a_full_links_fair_share():
+    rate = 1e6  # one 1000-byte packet per ms
+    for late in (0.0, 0.03, 0.1):
+        # the link stays full: the leader got 9/10 of it for `late`, so the gain is the
+        # lateness of join_losses, 2 (9/10 - 1/2) late = 0.8 late
+        full = slotted({2: 0.0, 3: 0.4}, late)
+        got = join_gains(full, 1, [2, 3], "push", 100_000, rate)
+        assert list(got) == [1] and got[1][0] == pytest.approx(0.8 * late, abs=0.003)
+        # the joiner had nothing to send yet and the leader kept its half: the joiner
+        # is late, (1/2 - 1/10) late = 0.4 late, but the leader gained nothing
+        empty = slotted({2: 0.0, 3: 0.4}, late, idle=True)
+        lost = join_losses(empty, 1, [2, 3], "push", 100_000)[1][0]
+        got = join_gains(empty, 1, [2, 3], "push", 100_000, rate)
+        assert got[1][0] == pytest.approx(0.0, abs=0.003)
+        assert lost == pytest.approx(0.4 * late, abs=0.003)
+    with pytest.raises(ValueError, match="rate_Bps"):
+        join_gains(full, 1, [2, 3], "push", 100_000, 0.0)
+
+
+def test_saturated_rate_is_a_lone_pulls_bulk_rate():
+    alone = slotted({2: 0.0}, 0.0)  # 1000 packets of 1000 bytes, one per ms, as pulls
+    pulls = Packets(alone.t, np.ones_like(alone.src), alone.src, alone.payload)
+    assert saturated_rate(pulls, 1, [2], 100_000) == pytest.approx(1e6, rel=0.01)
+    # two pulls that overlap are not lone ones; pushes are not pulls
+    both = slotted({2: 0.0, 3: 0.1}, 0.0)
+    assert saturated_rate(Packets(both.t, both.dst, both.src, both.payload), 1, [2, 3], 1) is None
+    assert saturated_rate(alone, 1, [2], 100_000) is None
 
 
 def test_start_excess_separates_a_joins_cost_from_the_transfers_own_start():

@@ -601,8 +601,12 @@ def calibrate_push_join_stage(
     ``"push_start_excess_s"`` / ``"pull_start_excess_s"`` (``{"k": […]}``,
     ``"0"`` alone: each transfer's start over its fair share), the joins
     net of the transfers' own starts (docs/steady-state.md, "Where the
-    simulated pair's catch-up comes from"). ``skipped`` with the reason
-    where the testbed cannot run.
+    simulated pair's catch-up comes from"), and ``"push_join_gain_s"`` /
+    ``"pull_join_gain_s"`` (``{"k": […]}``: how much earlier than a fair
+    share of the full link, ``"saturated_Bps"``, each join's incumbents got
+    their bytes, the part of a join that moves the phases:
+    docs/steady-state.md, "The force on the phase"). ``skipped`` with the
+    reason where the testbed cannot run.
 
     Raises:
         MeasurementError: the workers' run failed (nothing is written).
@@ -664,6 +668,10 @@ def calibrate_push_join_stage(
                 f"{name}_start_excess_s": {
                     str(k): list(g) for k, g in joins.start_excess_s.get(name, {}).items()
                 },
+                # the part of the joins that moves the phases (docs/steady-state.md)
+                f"{name}_join_gain_s": {
+                    str(k): list(g) for k, g in joins.gain_s.get(name, {}).items()
+                },
             }
             ms = ", ".join(
                 f"{m * 1e3:.1f} ± {sd * 1e3:.1f} ms behind {k} ({len(growth.get(k, ()))} joins)"
@@ -676,6 +684,7 @@ def calibrate_push_join_stage(
             )
         row["steps_per_s"] = joins.steps_per_s
         row["boundary_s"] = joins.boundary_s  # recorded, unused (see the docstring)
+        row["saturated_Bps"] = joins.saturated_Bps
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 

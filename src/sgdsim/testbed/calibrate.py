@@ -363,6 +363,13 @@ class TrainingJoins:
         boundary_s: median seconds from a worker's last push packet to the bulk
             of its next pull (:func:`sgdsim.testbed.capture.step_boundaries`);
             None without a step to measure. Recorded, not yet used.
+        gain_s: ``{"push": {k: (gain,)}, "pull": …}`` how much earlier than a
+            fair share of the full link each join's incumbents got their bytes
+            (:func:`sgdsim.testbed.capture.join_gains`): the part of a join's
+            lateness that moves the phases. Recorded, not yet used.
+        saturated_Bps: the full link's rate, bytes/s, the gains are taken
+            against (:func:`sgdsim.testbed.capture.saturated_rate`; None
+            without a lone pull, and then no gains).
     """
 
     push: JoinDelay
@@ -373,6 +380,8 @@ class TrainingJoins:
     workers: int
     start_excess_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
     boundary_s: float | None = None
+    gain_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
+    saturated_Bps: float | None = None
 
 
 def join_delay_of(
@@ -448,7 +457,14 @@ def training_join_delays(
             :func:`~sgdsim.testbed.run_steady_measurement`.
         FileNotFoundError: ``tcpdump`` is not installed.
     """
-    from sgdsim.testbed.capture import join_losses, read_pcap, start_excess, step_boundaries
+    from sgdsim.testbed.capture import (
+        join_gains,
+        join_losses,
+        read_pcap,
+        saturated_rate,
+        start_excess,
+        step_boundaries,
+    )
     from sgdsim.testbed.steady import run_steady_measurement
 
     if not (bandwidth_bps > 0 and pull_bytes > 0 and push_bytes > 0):
@@ -466,7 +482,8 @@ def training_join_delays(
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
-    growth, excess = {}, {}
+    growth, excess, gains = {}, {}, {}
+    full = saturated_rate(packets, 1, hosts, pull_bytes / 2)
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
         # a step's main transfer (half its bytes at least); windows of 5 % of it
         window = 0.05 * size / rate
@@ -474,6 +491,9 @@ def training_join_delays(
         growth[direction] = {k: tuple(g) for k, g in found.items()}
         starts = start_excess(packets, 1, hosts, direction, size / 2, rate)
         excess[direction] = {k: tuple(g) for k, g in starts.items()}
+        if full is not None:
+            got = join_gains(packets, 1, hosts, direction, size / 2, full, min_overlap_s=window)
+            gains[direction] = {k: tuple(g) for k, g in got.items()}
     boundaries = step_boundaries(packets, 1, hosts, pull_bytes)
     signed = link.queue == "fifo"
     return TrainingJoins(
@@ -485,6 +505,8 @@ def training_join_delays(
         workers,
         excess,
         statistics.median(boundaries) if boundaries else None,
+        gains,
+        full,
     )
 
 

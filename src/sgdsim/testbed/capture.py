@@ -18,7 +18,7 @@ from __future__ import annotations
 import shutil
 import statistics
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,31 +177,122 @@ def join_losses(
     Raises:
         ValueError: unknown ``direction``.
     """
+    joins: dict[int, list[tuple[float, float]]] = {}
+    for start, b_inc, b_join, span in _join_windows(
+        packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
+    ):
+        rate = (sum(b_inc) + b_join) / span
+        if rate > 0:
+            k = len(b_inc)
+            joins.setdefault(k, []).append((start, k * (statistics.fmean(b_inc) - b_join) / rate))
+    return {k: [g for _, g in sorted(v)] for k, v in sorted(joins.items())}
+
+
+def join_gains(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    rate_Bps: float,
+    gap_s: float = 0.02,
+    min_overlap_s: float = 0.0,
+) -> dict[int, list[float]]:
+    """How much earlier than a fair share of a full link the incumbents of each
+    join got their bytes, seconds, by how many transfers the joiner joined.
+
+    The joins and windows of :func:`join_losses`; over a window of ``W``
+    seconds, ``k (k + 1) (B̄_incumbent − rate_Bps · W / (k + 1)) / rate_Bps``.
+    It equals :func:`join_losses`' lateness when the link stays full (a
+    simulated join delay ``d`` gives ``d``: the incumbents share the link for
+    ``d``), and leaves out what the joiner did not send at all (a push whose
+    gradients backprop has not yet produced), which only the joiner's own end
+    pays and which the simulator models by gating the push. That gain is what
+    moves the incumbent's end against the joiner's, the force on two workers'
+    phases (docs/steady-state.md, "The force on the phase").
+
+    Args:
+        packets, server, workers, direction, min_bytes, gap_s, min_overlap_s:
+            as :func:`join_losses`.
+        rate_Bps: the link's rate when full, bytes/s (:func:`saturated_rate`).
+
+    Returns:
+        ``{k: [gain of each join of k incumbents, in time order]}``.
+
+    Raises:
+        ValueError: unknown ``direction`` or ``rate_Bps`` not > 0.
+    """
+    if not rate_Bps > 0:
+        raise ValueError(f"rate_Bps must be > 0, got {rate_Bps}")
+    joins: dict[int, list[tuple[float, float]]] = {}
+    for start, b_inc, _, span in _join_windows(
+        packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
+    ):
+        k = len(b_inc)
+        gain = k * (k + 1) * (statistics.fmean(b_inc) - rate_Bps * span / (k + 1)) / rate_Bps
+        joins.setdefault(k, []).append((start, gain))
+    return {k: [g for _, g in sorted(v)] for k, v in sorted(joins.items())}
+
+
+def _join_windows(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    gap_s: float,
+    min_overlap_s: float,
+) -> Iterator[tuple[float, list[float], float, float]]:
+    """Each join of :func:`join_losses`: (joiner's first packet, seconds; bytes
+    each incumbent moved in the window; bytes the joiner moved; the window,
+    seconds)."""
     flows, transfers = _transfers(packets, server, workers, direction, min_bytes, gap_s)
 
     def moved(w: int, lo: float, hi: float) -> float:
         t, size = flows[w]
         return float(size[(t >= lo) & (t <= hi)].sum())
 
-    joins: dict[int, list[tuple[float, float]]] = {}
     for start, end, j in transfers:
         on_wire = [(b, w) for a, b, w in transfers if w != j and a < start < b]
         if not on_wire:
             continue
-        incumbents = [w for _, w in on_wire]
         until = min(
             [b for b, _ in on_wire] + [a for a, _, w in transfers if w != j and start < a < end]
         )
         if until >= end or until - start < min_overlap_s:
             continue
-        b_inc = [moved(w, start, until) for w in incumbents]
-        b_join = moved(j, start, until)
-        rate = (sum(b_inc) + b_join) / (until - start)
-        if rate > 0:
-            k = len(incumbents)
-            late = k * (statistics.fmean(b_inc) - b_join) / rate
-            joins.setdefault(k, []).append((start, late))
-    return {k: [g for _, g in sorted(v)] for k, v in sorted(joins.items())}
+        yield (
+            start,
+            [moved(w, start, until) for _, w in on_wire],
+            moved(j, start, until),
+            until - start,
+        )
+
+
+def saturated_rate(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    min_bytes: float,
+    gap_s: float = 0.02,
+    fraction: float = 0.05,
+) -> float | None:
+    """The link's rate when full, bytes/s: the median over pulls that no other
+    pull overlaps of the rate between ``fraction`` and ``1 − fraction`` of their
+    bytes (the PS holds a pull's bytes from its start, so the link bounds it;
+    the headers the capture counts are in it). None without such a pull."""
+    flows, transfers = _transfers(packets, server, workers, "pull", min_bytes, gap_s)
+    rates = []
+    for start, end, w in transfers:
+        if any(v != w and a < end and start < b for a, b, v in transfers):
+            continue
+        t, size = flows[w]
+        m = (t >= start) & (t <= end)
+        done, times = np.cumsum(size[m]), t[m]
+        lo, hi = np.searchsorted(done, [fraction * done[-1], (1 - fraction) * done[-1]])
+        if hi > lo and times[hi] > times[lo]:
+            rates.append(float(done[hi] - done[lo]) / float(times[hi] - times[lo]))
+    return statistics.median(rates) if rates else None
 
 
 def _flows(
