@@ -49,7 +49,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numba
 import numpy as np
 from numba.core import types
 from numba.experimental import structref
@@ -58,12 +57,10 @@ from sgdsim.simulation import policies as pol
 from sgdsim.simulation import push_link as pl
 from sgdsim.simulation.borrow import borrow
 from sgdsim.simulation.engine import AsyncPSModel, RawRun
+from sgdsim.simulation.jit import inline as _inline
+from sgdsim.simulation.jit import jit as _jit
 from sgdsim.simulation.link import FairLink, SoloLink
 from sgdsim.simulation.topology import DOWN, UP
-
-_jit = numba.njit(cache=True, nogil=True)
-#: The small helpers of the departure path, inlined into their callers (numba IR).
-_inline = numba.njit(cache=True, nogil=True, inline="always")
 
 #: Models that :func:`supports` accepts run compiled; tests switch it off.
 _COMPILED = True

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba.core import types
 from numba.experimental import structref
@@ -32,8 +31,7 @@ from numba.experimental import structref
 from sgdsim.simulation import push_link as pl
 from sgdsim.simulation.borrow import borrow
 from sgdsim.simulation.chains import quiet_arrivals
-
-_jit = numba.njit(cache=True, nogil=True)
+from sgdsim.simulation.jit import jit as _jit
 
 # event kinds, as the core's priorities
 _DEPART, _JOIN, _STEP_END, _STEP_START = 0, 1, 3, 4

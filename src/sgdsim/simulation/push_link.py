@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 import numpy.typing as npt
 from numba.core import types
 from numba.experimental import structref
+
+from sgdsim.simulation.jit import inline as _inline
+from sgdsim.simulation.jit import jit as _jit
 
 #: Why :func:`advance` returned.
 WAKE, IDLE, LAST = range(3)
@@ -50,8 +52,6 @@ _K, _HSEQ, _RSEQ, _H_N, _R_N, _REC_N, _LOG_N, _LOG_FROM = range(8)
 # step not gone yet, positions gone, ring head, ring length
 _COUNT, _ON, _LEFT, _GONE, _HEAD, _LEN = range(6)
 
-_jit = numba.njit(cache=True, nogil=True)
-_inline = numba.njit(cache=True, nogil=True, inline="always")  # small helpers of the loop
 
 #: Initial rows of the records and columns of the clock's log; both double when full.
 RECORDS0, LOG0 = 64, 4096
