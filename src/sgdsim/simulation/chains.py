@@ -11,11 +11,12 @@ that of the Python loop it replaces, so the figures are the same to the bit.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from sgdsim.simulation.jit import jit
 
-@numba.njit(cache=True, nogil=True)
+
+@jit
 def quiet_arrivals(
     f: int,
     last: int,
