@@ -33,6 +33,8 @@ from sgdsim.testbed import (
 )
 from sgdsim.testbed.netns import DEFAULT_MTU, PREFIX
 
+pytestmark = pytest.mark.alone  # times steps or builds network namespaces (conftest.py)
+
 REASON = check_available()
 
 
