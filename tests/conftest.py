@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,18 +24,17 @@ WORKFLOW_PARTS = ("Snakefile", "workflow", "config", ".test", "environment.yml")
 # ------------------------------------------------------------------ running tests in parallel
 # `make test` runs the suite on two pytest-xdist workers (`-n 2`). Tests that time
 # something or build network namespaces (the leak checks list every namespace) must
-# have the machine to themselves: they carry the `alone` mark, and so does every user
-# of the tiny pipeline run (it measures on the testbed). They run last, each under an
-# exclusive lock that every other test takes shared. (Not xdist's `loadgroup`: with
-# pytest 9.2 its groups are silently ignored.)
+# have the machine to themselves: they carry the `alone` mark. They run last, each under
+# an exclusive lock that every other test takes shared; session fixtures that measure
+# (the tiny pipeline run, the LeNet5 profiles) are made once per run, alone. (Not
+# xdist's `loadgroup`: with pytest 9.2 its groups are silently ignored.)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests that must run alone and move them to the end."""
     for it in items:
-        solo = it.get_closest_marker("alone") or "tiny_run" in getattr(it, "fixturenames", ())
-        it.stash[_ALONE] = bool(solo)
+        it.stash[_ALONE] = it.get_closest_marker("alone") is not None
     items.sort(key=lambda it: it.stash[_ALONE])  # stable: collection order otherwise
 
 
@@ -130,27 +129,44 @@ def snakemake(workdir: Path, *args: str, timeout: float = 600) -> subprocess.Com
     )
 
 
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
-    """A complete real run of the pipeline on ``.test/config.yaml``; returns its workdir.
+def made_once(
+    config: pytest.Config,
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    make: Callable[[Path], object],
+) -> Path:
+    """``make(path)`` once per test run, with the machine to itself; returns ``path``.
 
-    Made once per test run: under xdist the first worker to need it runs it (its users
-    run alone, so never two at once) and the other finds it done."""
+    Under xdist the first worker to ask makes it while the other waits, then finds it
+    made (or the failure, which it reports too)."""
     root = tmp_path_factory.getbasetemp()
-    if hasattr(pytestconfig, "workerinput"):
-        root = root.parent  # shared by the workers
-    wd, failed = root / "tiny", root / "tiny.failed"
-    with alone(pytestconfig):
+    if hasattr(config, "workerinput"):
+        root = root.parent  # <run>/popen-gwN: the run's directory, shared by the workers
+    out, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    with alone(config):
         if failed.exists():
-            pytest.fail(f"the tiny run failed on another worker:\n{failed.read_text()}")
-        if not (wd / ".snakemake-done").exists():
-            copy_workflow(wd)
-            r = snakemake(wd, "--cores", "2", "--configfile", ".test/config.yaml")
-            if r.returncode != 0:
-                failed.write_text(r.stdout[-3000:] + r.stderr[-3000:])
-                pytest.fail(failed.read_text())
-            (wd / ".snakemake-done").touch()
-    return wd
+            pytest.fail(f"making {name} failed on another worker:\n{failed.read_text()}")
+        if not done.exists():
+            try:
+                make(out)
+            except BaseException as e:
+                failed.write_text(f"{type(e).__name__}: {e}")
+                raise
+            done.touch()
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_run(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A complete real run of the pipeline on ``.test/config.yaml``; returns its workdir
+    (made once per test run)."""
+
+    def run(wd: Path) -> None:
+        copy_workflow(wd)
+        r = snakemake(wd, "--cores", "2", "--configfile", ".test/config.yaml")
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+    return made_once(pytestconfig, tmp_path_factory, "tiny", run)
 
 
 def small_spec(**overrides: Any) -> ProfileSpec:
@@ -172,18 +188,19 @@ def small_spec(**overrides: Any) -> ProfileSpec:
 
 
 @pytest.fixture(scope="session")
-def lenet_profile(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
+def lenet_profile(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real TensorFlow profile of LeNet5 (one worker, one PS, two traced steps),
-    taken with the machine to itself (tests check its timings)."""
+    taken once per test run with the machine to itself (tests check its timings)."""
     from sgdsim.profiling import run_profile
 
-    with alone(pytestconfig):
-        return run_profile(small_spec(), tmp_path_factory.mktemp("lenet") / "profile")
+    return made_once(
+        pytestconfig, tmp_path_factory, "lenet", lambda out: run_profile(small_spec(), out)
+    )
 
 
 @pytest.fixture(scope="session")
 def lenet_profile_2ps(
-    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     """A real TensorFlow profile of LeNet5 against two PS tasks (shards), taken from a
     config with ``hardware[].ps_tasks: 2`` as the profile stage takes it."""
@@ -197,7 +214,9 @@ def lenet_profile_2ps(
         "profile": {"warmup_steps": 2, "timed_steps": 3, "traced_steps": 2, "timeout_s": 300},
     }
     config["hardware"][0]["ps_tasks"] = 2
-    out = tmp_path_factory.mktemp("lenet2ps") / "profile"
-    with alone(pytestconfig):
-        profile_stage(config, "cpu2ps", s.model, str(out))
-    return out
+    return made_once(
+        pytestconfig,
+        tmp_path_factory,
+        "lenet2ps",
+        lambda out: profile_stage(config, "cpu2ps", s.model, str(out)),
+    )

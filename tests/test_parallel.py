@@ -1,5 +1,6 @@
-"""`make test` runs two pytest-xdist workers: tests marked `alone` (and every user of the
-tiny pipeline run) never overlap another test, the others do run side by side."""
+"""`make test` runs two pytest-xdist workers: tests marked `alone` and fixtures made once
+per run (the tiny pipeline run, the LeNet5 profiles) never overlap another test, the
+other tests do run side by side (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ def span(name):
     with LOG.open("a") as f:
         f.write(json.dumps([name, t0, time.time()]) + "\\n")
 
+from conftest import made_once
+
 @pytest.fixture(scope="session")
-def tiny_run():
-    return None
+def measured(pytestconfig, tmp_path_factory):
+    return made_once(pytestconfig, tmp_path_factory, "measured", lambda out: span("made"))
 
 @pytest.mark.parametrize("i", range(4))
 def test_shared(i):
@@ -36,22 +39,27 @@ def test_shared(i):
 def test_alone(i):
     span(f"alone{i}")
 
-def test_uses_the_tiny_run(tiny_run):
-    span("tiny")
+@pytest.mark.parametrize("i", range(2))
+def test_uses_a_fixture_made_once(measured, i):
+    span(f"user{i}")
 """
 
 
-def test_alone_tests_have_the_machine_to_themselves(pytester: pytest.Pytester, tmp_path: Path):
+def test_alone_tests_have_the_machine_to_themselves(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
     pytester.makefile(".ini", pytest="[pytest]\nmarkers =\n    alone: runs alone\n")
     pytester.makepyfile(test_suite=SUITE)
     spans = tmp_path / "spans.jsonl"
-    pytester._monkeypatch.setenv("SPANS", str(spans))
+    monkeypatch.setenv("SPANS", str(spans))
     r = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
-    r.assert_outcomes(passed=7)
-    got = {n: (a, b) for n, a, b in map(json.loads, spans.read_text().splitlines())}
-    solo = {n: s for n, s in got.items() if n.startswith("alone") or n == "tiny"}
-    assert len(solo) == 3 and len(got) == 7
+    r.assert_outcomes(passed=8)
+    lines = [json.loads(line) for line in spans.read_text().splitlines()]
+    got = {n: (a, b) for n, a, b in lines}
+    assert len(lines) == len(got) == 9  # eight tests, and the fixture made once for both
+    solo = {n: s for n, s in got.items() if n.startswith("alone") or n == "made"}
+    assert len(solo) == 3
     for n, (a, b) in solo.items():
         for m, (c, d) in got.items():
             assert m == n or d <= a or b <= c, f"{n} overlapped {m}"
