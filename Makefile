@@ -6,8 +6,6 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 CORES  ?= 8
-# pytest-xdist workers of `make test`; tests marked `alone` still run by themselves
-TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-fast lint dashboard setup system-deps clean bench-sweep
@@ -42,7 +40,7 @@ system-deps:
 	else echo "note:$$missing not installed; the tests that need them will be skipped" >&2; fi
 
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,88 +16,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "config", ".test", "environment.yml")
-
-
-# ------------------------------------------------------------------ running tests in parallel
-# `make test` runs the suite on two pytest-xdist workers (`-n 2`). Tests that time
-# something or build network namespaces (the leak checks list every namespace) must
-# have the machine to themselves: they carry the `alone` mark. They run last, each under
-# an exclusive lock that every other test takes shared; session fixtures that measure
-# (the tiny pipeline run, the LeNet5 profiles) are made once per run, alone. (Not
-# xdist's `loadgroup`: with pytest 9.2 its groups are silently ignored.)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests that must run alone and move them to the end."""
-    for it in items:
-        it.stash[_ALONE] = it.get_closest_marker("alone") is not None
-    items.sort(key=lambda it: it.stash[_ALONE])  # stable: collection order otherwise
-
-
-_ALONE = pytest.StashKey[bool]()
-
-
-class MachineLock:
-    """A readers-writer lock over the machine, shared by the xdist workers of one run
-    (``flock`` on a file in the run's base temporary directory); a no-op without xdist."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.fd: int | None = None
-        self.mode = 0
-        if hasattr(config, "workerinput"):  # an xdist worker: basetemp is <run>/popen-gwN
-            path = Path(config.option.basetemp).parent / "machine.lock"
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-
-    def hold(self, mode: int) -> None:
-        """Hold the lock in ``mode`` (``fcntl.LOCK_SH`` or ``LOCK_EX``), waiting for it."""
-        if self.fd is not None and mode != self.mode:
-            fcntl.flock(self.fd, mode)
-        self.mode = mode
-
-    def release(self) -> None:
-        if self.fd is not None and self.mode:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        self.mode = 0
-
-
-_LOCK = pytest.StashKey[MachineLock]()
-
-
-def machine_lock(config: pytest.Config) -> MachineLock:
-    if _LOCK not in config.stash:
-        config.stash[_LOCK] = MachineLock(config)
-    return config.stash[_LOCK]
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Take the machine (before pytest-timeout's clock starts): exclusively for a test
-    that runs alone, kept while this worker's next test runs alone too; shared for any
-    other."""
-    lock = machine_lock(item.config)
-    solo = item.stash.get(_ALONE, False)
-    lock.hold(fcntl.LOCK_EX if solo else fcntl.LOCK_SH)
-    try:
-        yield
-    finally:
-        if not (solo and nextitem is not None and nextitem.stash.get(_ALONE, False)):
-            lock.release()
-
-
-@contextmanager
-def alone(config: pytest.Config) -> Iterator[None]:
-    """The machine to itself for a block (a fixture that measures, inside a shared test)."""
-    lock = machine_lock(config)
-    before = lock.mode
-    lock.hold(fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        if before:
-            lock.hold(before)
-        else:
-            lock.release()
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -129,44 +44,13 @@ def snakemake(workdir: Path, *args: str, timeout: float = 600) -> subprocess.Com
     )
 
 
-def made_once(
-    config: pytest.Config,
-    tmp_path_factory: pytest.TempPathFactory,
-    name: str,
-    make: Callable[[Path], object],
-) -> Path:
-    """``make(path)`` once per test run, with the machine to itself; returns ``path``.
-
-    Under xdist the first worker to ask makes it while the other waits, then finds it
-    made (or the failure, which it reports too)."""
-    root = tmp_path_factory.getbasetemp()
-    if hasattr(config, "workerinput"):
-        root = root.parent  # <run>/popen-gwN: the run's directory, shared by the workers
-    out, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
-    with alone(config):
-        if failed.exists():
-            pytest.fail(f"making {name} failed on another worker:\n{failed.read_text()}")
-        if not done.exists():
-            try:
-                make(out)
-            except BaseException as e:
-                failed.write_text(f"{type(e).__name__}: {e}")
-                raise
-            done.touch()
-    return out
-
-
 @pytest.fixture(scope="session")
-def tiny_run(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A complete real run of the pipeline on ``.test/config.yaml``; returns its workdir
-    (made once per test run)."""
-
-    def run(wd: Path) -> None:
-        copy_workflow(wd)
-        r = snakemake(wd, "--cores", "2", "--configfile", ".test/config.yaml")
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-
-    return made_once(pytestconfig, tmp_path_factory, "tiny", run)
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A complete real run of the pipeline on ``.test/config.yaml``; returns its workdir."""
+    wd = copy_workflow(tmp_path_factory.mktemp("tiny"))
+    r = snakemake(wd, "--cores", "2", "--configfile", ".test/config.yaml")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return wd
 
 
 def small_spec(**overrides: Any) -> ProfileSpec:
@@ -188,20 +72,15 @@ def small_spec(**overrides: Any) -> ProfileSpec:
 
 
 @pytest.fixture(scope="session")
-def lenet_profile(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real TensorFlow profile of LeNet5 (one worker, one PS, two traced steps),
-    taken once per test run with the machine to itself (tests check its timings)."""
+def lenet_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real TensorFlow profile of LeNet5 (one worker, one PS, two traced steps)."""
     from sgdsim.profiling import run_profile
 
-    return made_once(
-        pytestconfig, tmp_path_factory, "lenet", lambda out: run_profile(small_spec(), out)
-    )
+    return run_profile(small_spec(), tmp_path_factory.mktemp("lenet") / "profile")
 
 
 @pytest.fixture(scope="session")
-def lenet_profile_2ps(
-    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def lenet_profile_2ps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real TensorFlow profile of LeNet5 against two PS tasks (shards), taken from a
     config with ``hardware[].ps_tasks: 2`` as the profile stage takes it."""
     from sgdsim.pipeline.grid import profile_stage
@@ -214,9 +93,6 @@ def lenet_profile_2ps(
         "profile": {"warmup_steps": 2, "timed_steps": 3, "traced_steps": 2, "timeout_s": 300},
     }
     config["hardware"][0]["ps_tasks"] = 2
-    return made_once(
-        pytestconfig,
-        tmp_path_factory,
-        "lenet2ps",
-        lambda out: profile_stage(config, "cpu2ps", s.model, str(out)),
-    )
+    out = tmp_path_factory.mktemp("lenet2ps") / "profile"
+    profile_stage(config, "cpu2ps", s.model, str(out))
+    return out

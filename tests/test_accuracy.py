@@ -12,8 +12,6 @@ from conftest import ROOT
 from sgdsim.profiling import ProfileSpec, run_profile
 from sgdsim.traces import normalize_profile
 
-pytestmark = pytest.mark.alone  # times steps or builds network namespaces (conftest.py)
-
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 

@@ -13,8 +13,6 @@ from sgdsim.testbed import check_available
 from sgdsim.testbed.allreduce import run_allreduce_measurement
 from sgdsim.testbed.netns import DEFAULT_MTU
 
-pytestmark = pytest.mark.alone  # times steps or builds network namespaces (conftest.py)
-
 REASON = check_available()
 SPEC = ProfileSpec(
     model="LeNet5", batch_size=8, image_size=32, intra_op_threads=1, inter_op_threads=1

@@ -379,7 +379,6 @@ def _namespaces() -> list[str]:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.alone  # builds network namespaces
 def test_a_sigkilled_testbed_run_is_swept_at_the_next_start(tmp_path: Path, monkeypatch):
     from sgdsim.testbed import netns
 
@@ -428,7 +427,6 @@ def test_a_sigkilled_testbed_run_is_swept_at_the_next_start(tmp_path: Path, monk
     assert not [n for n in _namespaces() if n.startswith(live.run_id)]
 
 
-@pytest.mark.alone  # builds network namespaces
 def test_namespaces_without_a_record_or_of_a_live_owner_are_never_swept(
     tmp_path: Path, monkeypatch
 ):

@@ -13,8 +13,6 @@ from sgdsim.protocol import SteadyRule, phase_distance, steady_stop
 from sgdsim.testbed import Link, Testbed
 from sgdsim.testbed.netns import tbf_params
 
-pytestmark = pytest.mark.alone  # times steps or builds network namespaces (conftest.py)
-
 __all__ = ["testbed_ok"]  # the fixture, used by name
 
 

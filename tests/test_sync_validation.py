@@ -16,8 +16,6 @@ from test_testbed import child_processes, namespaces, testbed_ok
 from sgdsim.testbed.sync import episode_measured, stop_count
 from sgdsim.testbed.worker import stop_reached
 
-pytestmark = pytest.mark.alone  # times steps or builds network namespaces (conftest.py)
-
 __all__ = ["testbed_ok"]  # the fixture, used by name
 
 LENET = {"name": "LeNet5", "batch_size": 8, "image_size": 32, "classes": 10}

@@ -33,8 +33,6 @@ from sgdsim.testbed import (
 )
 from sgdsim.testbed.netns import DEFAULT_MTU, PREFIX
 
-pytestmark = pytest.mark.alone  # times steps or builds network namespaces (conftest.py)
-
 REASON = check_available()
 
 
