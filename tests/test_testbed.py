@@ -186,13 +186,14 @@ def test_every_host_uses_the_congestion_control_it_is_given(testbed_ok):
             server = tb.popen("ps", [sys.executable, "-c", CC_PROBE, "serve"])
             client = tb.popen("w0", [sys.executable, "-c", CC_PROBE, tb.address("ps")])
             deadline = time.monotonic() + 20
-            while True:  # until the connection is up (both ends hold it 4 s)
+            while True:  # until the connection is up (both ends hold it 4 s unless stopped)
                 seen = {h: tcp_algorithms(tb, h) for h in ("ps", "w0")}
                 if all(seen.values()) or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
-            client.wait(timeout=30)
-            server.wait(timeout=30)
+            for probe in (client, server):  # seen: no need to hold the connection longer
+                probe.terminate()
+                probe.wait(timeout=30)
             # both ends: the client's connect and the server's accepted socket
             assert seen == {"ps": {cc or default}, "w0": {cc or default}}, cc
     # the machine's own default is untouched
