@@ -39,8 +39,14 @@ system-deps:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "note:$$missing not installed; the tests that need them will be skipped" >&2; fi
 
+# Two sessions: the tests that neither time nor measure run on both cores at once,
+# then those marked `alone` (testbed, throughput, the tiny run) by themselves, so
+# nothing else disturbs what they measure. Fails if either fails.
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest
+	@status=0; \
+	$(BIN)/python -m pytest -m 'not alone' -n 2 || status=$$?; \
+	$(BIN)/python -m pytest -m alone || status=$$?; \
+	exit $$status
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"

@@ -13,6 +13,10 @@ from sgdsim.testbed import check_available
 from sgdsim.testbed.allreduce import run_allreduce_measurement
 from sgdsim.testbed.netns import DEFAULT_MTU
 
+# measures time or throughput, or uses the testbed or the shared tiny run:
+# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
+pytestmark = pytest.mark.alone
+
 REASON = check_available()
 SPEC = ProfileSpec(
     model="LeNet5", batch_size=8, image_size=32, intra_op_threads=1, inter_op_threads=1

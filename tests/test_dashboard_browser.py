@@ -36,7 +36,7 @@ from conftest import ROOT
 
 from sgdsim.profiling.procs import free_ports, spawn, stop
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.alone]
 
 RENDER_LIMIT_S = float(os.environ.get("SGDSIM_RENDER_LIMIT_S", "1.0"))
 SHOTS = os.environ.get("SGDSIM_SCREENSHOTS")

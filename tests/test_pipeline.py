@@ -17,6 +17,10 @@ from conftest import ROOT, copy_workflow, snakemake
 
 from sgdsim.simulation import Workload
 
+# measures time or throughput, or uses the testbed or the shared tiny run:
+# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
+pytestmark = pytest.mark.alone
+
 
 def tiny_config() -> dict:
     return yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())

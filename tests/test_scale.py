@@ -37,7 +37,8 @@ from test_dashboard_browser import (  # noqa: F401
 
 from sgdsim.config import load_yaml, merge
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+# times page renders: `make test` runs it by itself, after the rest (marker `alone`)
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.alone]
 
 #: Models of the synthetic sweep: name -> compute seconds of its three segments.
 MODELS = {"tinyA": (0.02, 0.03, 0.03), "tinyB": (0.05, 0.08, 0.07)}

@@ -16,6 +16,10 @@ from test_testbed import child_processes, namespaces, testbed_ok
 from sgdsim.testbed.sync import episode_measured, stop_count
 from sgdsim.testbed.worker import stop_reached
 
+# measures time or throughput, or uses the testbed or the shared tiny run:
+# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
+pytestmark = pytest.mark.alone
+
 __all__ = ["testbed_ok"]  # the fixture, used by name
 
 LENET = {"name": "LeNet5", "batch_size": 8, "image_size": 32, "classes": 10}

@@ -33,6 +33,10 @@ from sgdsim.testbed import (
 )
 from sgdsim.testbed.netns import DEFAULT_MTU, PREFIX
 
+# measures time or throughput, or uses the testbed or the shared tiny run:
+# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
+pytestmark = pytest.mark.alone
+
 REASON = check_available()
 
 
