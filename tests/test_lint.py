@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -34,3 +35,22 @@ def test_snakemake_lint_is_clean():
     r = run("snakemake", "--lint", "--cores", "1")
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "Lints for" not in out, out[-4000:]
+
+
+#: What makes a test file measure or time something, or share the tiny run: such a
+#: file must be marked ``alone`` so that `make test` runs it by itself (Makefile).
+_ALONE_SIGNS = re.compile(
+    r"\b(run_\w+_measurement|pull_join_delay|push_join_delay|model_push_join_delay"
+    r"|training_join_delays|network_cpu_per_byte)\(|\btiny_run\b|\bRENDER_LIMIT_S\b"
+)
+
+
+def test_every_test_file_that_measures_is_marked_alone():
+    unmarked = [
+        p.name
+        for p in sorted((ROOT / "tests").glob("test_*.py"))
+        if p.name != "test_lint.py"
+        and _ALONE_SIGNS.search(text := p.read_text())
+        and "pytest.mark.alone" not in text
+    ]
+    assert not unmarked, f"mark these pytest.mark.alone (they measure or time): {unmarked}"
