@@ -12,9 +12,7 @@ from conftest import ROOT
 from sgdsim.profiling import ProfileSpec, run_profile
 from sgdsim.traces import normalize_profile
 
-# measures time or throughput, or uses the testbed or the shared tiny run:
-# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.alone  # measures or times: `make test` runs it by itself (Makefile)
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 

@@ -13,9 +13,7 @@ from sgdsim.testbed import check_available
 from sgdsim.testbed.allreduce import run_allreduce_measurement
 from sgdsim.testbed.netns import DEFAULT_MTU
 
-# measures time or throughput, or uses the testbed or the shared tiny run:
-# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.alone  # measures or times: `make test` runs it by itself (Makefile)
 
 REASON = check_available()
 SPEC = ProfileSpec(

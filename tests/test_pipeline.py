@@ -17,9 +17,7 @@ from conftest import ROOT, copy_workflow, snakemake
 
 from sgdsim.simulation import Workload
 
-# measures time or throughput, or uses the testbed or the shared tiny run:
-# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.alone  # measures or times: `make test` runs it by itself (Makefile)
 
 
 def tiny_config() -> dict:

@@ -13,9 +13,7 @@ from sgdsim.protocol import SteadyRule, phase_distance, steady_stop
 from sgdsim.testbed import Link, Testbed
 from sgdsim.testbed.netns import tbf_params
 
-# measures time or throughput, or uses the testbed or the shared tiny run:
-# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.alone  # measures or times: `make test` runs it by itself (Makefile)
 
 __all__ = ["testbed_ok"]  # the fixture, used by name
 

@@ -15,9 +15,7 @@ from sgdsim.bench import synthetic_resnet50
 from sgdsim.pipeline.grid import simulate_stage
 from sgdsim.sweep_bench import SweepBenchError, _job_counts, format_timing, run_sweep_bench
 
-# measures time or throughput, or uses the testbed or the shared tiny run:
-# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.alone  # measures or times: `make test` runs it by itself (Makefile)
 
 SWEEP = {
     # 1Gbps: the tiny config prices a network of that name (priced networks must exist)

@@ -16,9 +16,7 @@ from test_testbed import child_processes, namespaces, testbed_ok
 from sgdsim.testbed.sync import episode_measured, stop_count
 from sgdsim.testbed.worker import stop_reached
 
-# measures time or throughput, or uses the testbed or the shared tiny run:
-# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.alone  # measures or times: `make test` runs it by itself (Makefile)
 
 __all__ = ["testbed_ok"]  # the fixture, used by name
 

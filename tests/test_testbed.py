@@ -33,9 +33,7 @@ from sgdsim.testbed import (
 )
 from sgdsim.testbed.netns import DEFAULT_MTU, PREFIX
 
-# measures time or throughput, or uses the testbed or the shared tiny run:
-# `make test` runs it by itself, after the rest (marker `alone`, Makefile)
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.alone  # measures or times: `make test` runs it by itself (Makefile)
 
 REASON = check_available()
 
