@@ -12,6 +12,7 @@ from sgdsim.testbed.capture import (
     bursts,
     join_gains,
     join_losses,
+    join_records,
     read_pcap,
     saturated_rate,
     start_excess,
@@ -121,6 +122,26 @@ def test_a_joiner_that_gets_its_share_late_shows_that_delay():
     assert short == {}
     with pytest.raises(ValueError, match="direction"):
         join_losses(slotted({2: 0.0, 3: 0.1}, 0.0), 1, [2, 3], "both", 1.0)
+
+
+def test_join_records_pair_each_joins_lateness_with_its_overlap():
+    for late in (0.0, 0.1):
+        # the leader sent 400 of its 1000 packets alone, then 9/10 of the link for
+        # `late` and half after: its last packet (1 ms slots) (600 - 900 late) / 500 s
+        # after the one it sent at late; the window starts at the joiner's first packet
+        packets = slotted({2: 0.0, 3: 0.4}, late)
+        got = join_records(packets, 1, [2, 3], "push", 100_000)
+        assert list(got) == [1] and len(got[1]) == 1
+        lateness, window = got[1][0]
+        assert lateness == join_losses(packets, 1, [2, 3], "push", 100_000)[1][0]
+        assert window == pytest.approx(1.2 - 0.8 * late, abs=0.004)
+    # three workers: the second joins one until the third starts (0.2 s), the third joins two
+    three = join_records(slotted({2: 0.0, 3: 0.2, 4: 0.4}, 0.0), 1, [2, 3, 4], "push", 100_000)
+    assert list(three) == [1, 2] and three[1][0][1] == pytest.approx(0.2, abs=0.003)
+    assert join_records(packets, 1, [2, 3], "pull", 100_000) == {}
+    assert join_records(packets, 1, [2, 3], "push", 100_000, min_overlap_s=2.0) == {}
+    with pytest.raises(ValueError, match="direction"):
+        join_records(packets, 1, [2, 3], "both", 1.0)
 
 
 def test_join_gains_count_what_the_incumbents_got_beyond_a_full_links_fair_share():

@@ -374,6 +374,11 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     for name in ("push", "pull"):
         gains = got[f"{name}_join_gain_s"]
         assert (full is None and gains == {}) or set(gains) <= {"1"}
+        # each join's overlap, one per join of its lateness, in the capture's window
+        windows = got[f"{name}_join_window_s"]
+        joins = got[f"{name}_join_growth_s"]
+        assert {k: len(v) for k, v in windows.items()} == {k: len(v) for k, v in joins.items()}
+        assert all(0.0 < w < 60.0 for v in windows.values() for w in v)
     assert child_processes() == []
 
 

@@ -605,7 +605,9 @@ def calibrate_push_join_stage(
     ``"pull_join_gain_s"`` (``{"k": […]}``: how much earlier than a fair
     share of the full link, ``"saturated_Bps"``, each join's incumbents got
     their bytes, the part of a join that moves the phases:
-    docs/steady-state.md, "The force on the phase"). ``skipped`` with the
+    docs/steady-state.md, "The force on the phase") and
+    ``"push_join_window_s"`` / ``"pull_join_window_s"`` (each join's overlap
+    with its incumbents, in the order of its lateness). ``skipped`` with the
     reason where the testbed cannot run.
 
     Raises:
@@ -671,6 +673,10 @@ def calibrate_push_join_stage(
                 # the part of the joins that moves the phases (docs/steady-state.md)
                 f"{name}_join_gain_s": {
                     str(k): list(g) for k, g in joins.gain_s.get(name, {}).items()
+                },
+                # each join's overlap, beside its lateness (docs/steady-state.md)
+                f"{name}_join_window_s": {
+                    str(k): list(w) for k, w in joins.window_s.get(name, {}).items()
                 },
             }
             ms = ", ".join(

@@ -370,6 +370,10 @@ class TrainingJoins:
         saturated_Bps: the full link's rate, bytes/s, the gains are taken
             against (:func:`sgdsim.testbed.capture.saturated_rate`; None
             without a lone pull, and then no gains).
+        window_s: ``{"push": {k: (window,)}, "pull": …}`` how long each join of
+            ``push_growth_s`` / ``pull_growth_s`` (same order) overlapped its
+            incumbents, seconds (:func:`sgdsim.testbed.capture.join_records`):
+            a push's lateness grows with it. Recorded, not yet used.
     """
 
     push: JoinDelay
@@ -382,6 +386,7 @@ class TrainingJoins:
     boundary_s: float | None = None
     gain_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
     saturated_Bps: float | None = None
+    window_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
 
 
 def join_delay_of(
@@ -459,7 +464,7 @@ def training_join_delays(
     """
     from sgdsim.testbed.capture import (
         join_gains,
-        join_losses,
+        join_records,
         read_pcap,
         saturated_rate,
         start_excess,
@@ -482,13 +487,14 @@ def training_join_delays(
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
-    growth, excess, gains = {}, {}, {}
+    growth, excess, gains, windows = {}, {}, {}, {}
     full = saturated_rate(packets, 1, hosts, pull_bytes / 2)
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
         # a step's main transfer (half its bytes at least); windows of 5 % of it
         window = 0.05 * size / rate
-        found = join_losses(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
-        growth[direction] = {k: tuple(g) for k, g in found.items()}
+        found = join_records(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
+        growth[direction] = {k: tuple(late for late, _ in g) for k, g in found.items()}
+        windows[direction] = {k: tuple(w for _, w in g) for k, g in found.items()}
         starts = start_excess(packets, 1, hosts, direction, size / 2, rate)
         excess[direction] = {k: tuple(g) for k, g in starts.items()}
         if full is not None:
@@ -507,6 +513,7 @@ def training_join_delays(
         statistics.median(boundaries) if boundaries else None,
         gains,
         full,
+        windows,
     )
 
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import shutil
 import statistics
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -28,6 +29,8 @@ import numpy as np
 SNAPLEN = 96
 
 _PCAP_MAGIC = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}
+
+_V = TypeVar("_V")
 
 
 def tcpdump_missing() -> str | None:
@@ -177,15 +180,8 @@ def join_losses(
     Raises:
         ValueError: unknown ``direction``.
     """
-    joins: dict[int, list[tuple[float, float]]] = {}
-    for start, b_inc, b_join, span in _join_windows(
-        packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
-    ):
-        rate = (sum(b_inc) + b_join) / span
-        if rate > 0:
-            k = len(b_inc)
-            joins.setdefault(k, []).append((start, k * (statistics.fmean(b_inc) - b_join) / rate))
-    return {k: [g for _, g in sorted(v)] for k, v in sorted(joins.items())}
+    found = join_records(packets, server, workers, direction, min_bytes, gap_s, min_overlap_s)
+    return {k: [late for late, _ in v] for k, v in found.items()}
 
 
 def join_gains(
@@ -224,14 +220,79 @@ def join_gains(
     """
     if not rate_Bps > 0:
         raise ValueError(f"rate_Bps must be > 0, got {rate_Bps}")
-    joins: dict[int, list[tuple[float, float]]] = {}
-    for start, b_inc, _, span in _join_windows(
+    return _by_k(
+        (k, start, k * (k + 1) * (statistics.fmean(b_inc) - rate_Bps * span / (k + 1)) / rate_Bps)
+        for start, b_inc, _, span in _join_windows(
+            packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
+        )
+        for k in (len(b_inc),)
+    )
+
+
+def join_records(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    gap_s: float = 0.02,
+    min_overlap_s: float = 0.0,
+) -> dict[int, list[tuple[float, float]]]:
+    """Each join of :func:`join_losses` as (lateness, window), seconds.
+
+    The window runs from the joiner's first packet until the first incumbent
+    ends or another transfer starts: how long the joiner overlapped its
+    incumbents. In a pair's captures a push's lateness grows with it, about
+    28 ms + 0.045 × window, where a pull's stays about 10 ms
+    (docs/steady-state.md, "The legs of the step").
+
+    Args:
+        packets, server, workers, direction, min_bytes, gap_s, min_overlap_s:
+            as :func:`join_losses`.
+
+    Returns:
+        ``{k: [(lateness, window) of each join of k incumbents, in time order]}``.
+
+    Raises:
+        ValueError: unknown ``direction``.
+    """
+    return _by_k(
+        (
+            len(b_inc),
+            start,
+            (len(b_inc) * (statistics.fmean(b_inc) - b_join) / (moved / span), span),
+        )
+        for start, b_inc, b_join, span, moved in _counted_joins(
+            packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
+        )
+    )
+
+
+def _counted_joins(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    gap_s: float,
+    min_overlap_s: float,
+) -> Iterator[tuple[float, list[float], float, float, float]]:
+    """The joins of :func:`_join_windows` that moved any bytes, each with the
+    bytes all of them moved in the window as a fifth element."""
+    for start, b_inc, b_join, span in _join_windows(
         packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
     ):
-        k = len(b_inc)
-        gain = k * (k + 1) * (statistics.fmean(b_inc) - rate_Bps * span / (k + 1)) / rate_Bps
-        joins.setdefault(k, []).append((start, gain))
-    return {k: [g for _, g in sorted(v)] for k, v in sorted(joins.items())}
+        moved = sum(b_inc) + b_join
+        if moved > 0:
+            yield start, b_inc, b_join, span, moved
+
+
+def _by_k(joins: Iterable[tuple[int, float, _V]]) -> dict[int, list[_V]]:
+    """``{k: [value, …]}`` of ``(k, start, value)`` joins, each list in start order."""
+    out: dict[int, list[tuple[float, _V]]] = {}
+    for k, start, value in joins:
+        out.setdefault(k, []).append((start, value))
+    return {k: [v for _, v in sorted(got, key=lambda x: x[0])] for k, got in sorted(out.items())}
 
 
 def _join_windows(
