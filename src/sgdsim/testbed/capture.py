@@ -220,13 +220,14 @@ def join_gains(
     """
     if not rate_Bps > 0:
         raise ValueError(f"rate_Bps must be > 0, got {rate_Bps}")
-    return _by_k(
-        (k, start, k * (k + 1) * (statistics.fmean(b_inc) - rate_Bps * span / (k + 1)) / rate_Bps)
-        for start, b_inc, _, span in _join_windows(
-            packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
-        )
-        for k in (len(b_inc),)
-    )
+    joins = []
+    for start, b_inc, _, span in _join_windows(
+        packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
+    ):
+        k = len(b_inc)
+        gain = k * (k + 1) * (statistics.fmean(b_inc) - rate_Bps * span / (k + 1)) / rate_Bps
+        joins.append((k, start, gain))
+    return _by_k(joins)
 
 
 def join_records(
@@ -256,35 +257,16 @@ def join_records(
     Raises:
         ValueError: unknown ``direction``.
     """
-    return _by_k(
-        (
-            len(b_inc),
-            start,
-            (len(b_inc) * (statistics.fmean(b_inc) - b_join) / (moved / span), span),
-        )
-        for start, b_inc, b_join, span, moved in _counted_joins(
-            packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
-        )
-    )
-
-
-def _counted_joins(
-    packets: Packets,
-    server: int,
-    workers: Sequence[int],
-    direction: str,
-    min_bytes: float,
-    gap_s: float,
-    min_overlap_s: float,
-) -> Iterator[tuple[float, list[float], float, float, float]]:
-    """The joins of :func:`_join_windows` that moved any bytes, each with the
-    bytes all of them moved in the window as a fifth element."""
+    joins = []
     for start, b_inc, b_join, span in _join_windows(
         packets, server, workers, direction, min_bytes, gap_s, min_overlap_s
     ):
         moved = sum(b_inc) + b_join
         if moved > 0:
-            yield start, b_inc, b_join, span, moved
+            k = len(b_inc)
+            late = k * (statistics.fmean(b_inc) - b_join) / (moved / span)
+            joins.append((k, start, (late, span)))
+    return _by_k(joins)
 
 
 def _by_k(joins: Iterable[tuple[int, float, _V]]) -> dict[int, list[_V]]:
