@@ -6,10 +6,11 @@ import itertools
 import os
 import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import small_spec
+from conftest import ROOT, small_spec
 
 from sgdsim.errors import ProfileError
 from sgdsim.profiling import ProfileSpec, run_profile
@@ -146,3 +147,25 @@ def test_runs_that_built_different_graphs_are_not_pooled(tmp_path: Path):
     with pytest.raises(ProfileError, match="different variables"):
         merge_runs(dirs, tmp_path)
     assert not (tmp_path / "meta.json").exists()
+
+
+#: Modules the pipeline starts as ``python -m``: every module with a main guard.
+ENTRY_MODULES = sorted(
+    ".".join(f.relative_to(ROOT / "src").with_suffix("").parts)
+    for f in (ROOT / "src" / "sgdsim").rglob("*.py")
+    if 'if __name__ == "__main__":' in f.read_text()
+)
+
+
+@pytest.mark.parametrize("module", ENTRY_MODULES)
+def test_entry_module_is_not_imported_by_its_package_before_it_runs(module: str):
+    # runpy warns ("found in sys.modules ... unpredictable behaviour") in every PS
+    # log when the package's __init__ imports the module it is about to run
+    r = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-m", module, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "usage" in r.stdout.lower()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -59,3 +60,26 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def ps_argv(
+    cluster: dict[str, list[str]], intra: int, inter: int, lifetime_s: float, task: int = 0
+) -> list[str]:
+    """Command line of PS task ``task`` of ``cluster`` (threads, and seconds before it exits)."""
+    return [
+        sys.executable,
+        "-m",
+        "sgdsim.profiling.server",
+        "--cluster",
+        json.dumps(cluster),
+        "--job",
+        "ps",
+        "--task",
+        str(task),
+        "--intra",
+        str(intra),
+        "--inter",
+        str(inter),
+        "--lifetime",
+        f"{lifetime_s:.0f}",
+    ]

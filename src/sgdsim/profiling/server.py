@@ -13,29 +13,6 @@ import sys
 import threading
 
 
-def ps_argv(
-    cluster: dict[str, list[str]], intra: int, inter: int, lifetime_s: float, task: int = 0
-) -> list[str]:
-    """Command line of PS task ``task`` of ``cluster`` (threads, and seconds before it exits)."""
-    return [
-        sys.executable,
-        "-m",
-        "sgdsim.profiling.server",
-        "--cluster",
-        json.dumps(cluster),
-        "--job",
-        "ps",
-        "--task",
-        str(task),
-        "--intra",
-        str(intra),
-        "--inter",
-        str(inter),
-        "--lifetime",
-        f"{lifetime_s:.0f}",
-    ]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--cluster", required=True, help="cluster spec as JSON")

@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from sgdsim.io import atomic_path
-from sgdsim.profiling.procs import free_ports, spawn, stop
-from sgdsim.profiling.server import ps_argv
+from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
 from sgdsim.protocol import SteadyRule
 from sgdsim.simulation.connection import JoinDelay
 from sgdsim.testbed.netns import Link, Testbed

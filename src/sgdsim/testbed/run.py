@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sgdsim.io import atomic_path
-from sgdsim.profiling.procs import free_ports, spawn, stop
-from sgdsim.profiling.server import ps_argv
+from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.progress import progress, write_line
 from sgdsim.protocol import (

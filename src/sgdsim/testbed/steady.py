@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 from sgdsim.io import atomic_path
-from sgdsim.profiling.procs import spawn, stop
-from sgdsim.profiling.server import ps_argv
+from sgdsim.profiling.procs import ps_argv, spawn, stop
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.protocol import (
     MeasurementError,
