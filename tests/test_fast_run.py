@@ -3,6 +3,8 @@ against the Python loop it mirrors: every figure the same to the bit."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +19,9 @@ from sgdsim.simulation.policies import PolicySizes
 def _workload(seed: int, latency_free: bool) -> Workload:
     rng = np.random.default_rng(seed)
     s, p, q = (int(x) for x in rng.integers(1, 14, 3))
+    # tf_default draws each step's order from the profiled ones, when there are any
+    k = int(rng.integers(0, 4))
+    orders = np.concatenate([rng.permutation(p) for _ in range(k)]) if k else None
     return Workload(
         seg_dur_s=rng.uniform(1e-3, 2e-2, s),
         pull_bytes=rng.uniform(1e3, 2e6, p) * (rng.random(p) > 0.1),  # some empty
@@ -26,6 +31,7 @@ def _workload(seed: int, latency_free: bool) -> Workload:
         push_update_s=rng.uniform(0, 2e-3, q),
         pull_start_s=0.0 if latency_free else 0.003,
         overhead_s=0.002,
+        pull_orders=orders,
     )
 
 
@@ -61,7 +67,8 @@ def test_compiled_run_gives_the_python_loops_figures_bit_for_bit(
     # without a latency and pull start (pulls join at once or by an event), from
     # random or equal start times (ties broken by the core's event order); pull
     # groups, or with a pull gap one pull at a time (tictac and fifo_random, as
-    # the grid runs them); fifo_random draws a pull order per step as its pulls join
+    # the grid runs them); fifo_random draws a pull order per step as its pulls join,
+    # tf_default one of the workload's profiled orders when it has some
     w = _workload(seed, latency_free)
     net = Network(bandwidth, 0.0 if latency_free else 1e-4)
     offsets = [0.0] * n if together else None
@@ -102,6 +109,9 @@ def test_random_orders_beyond_the_cap_run_in_the_python_loop(monkeypatch):
     b = _runs(w, net, 6, "fifo_random", 7, None, monkeypatch, 2e-4)[0]
     assert a.step_ends == b.step_ends
     assert (a.now, a.events, a.nic) == (b.now, b.events, b.nic)
-    # tf_default's single order still runs compiled under the same cap
+    # tf_default draws from profiled orders as fifo_random draws (the Python loop
+    # here); with the workload's single order it still runs compiled under the cap
+    assert w.pull_order_rows is not None
+    _runs(w, net, 6, "tf_default", 7, None, monkeypatch)
     with pytest.raises(AssertionError, match="beyond the cap"):
-        _runs(w, net, 6, "tf_default", 7, None, monkeypatch)
+        _runs(dataclasses.replace(w, pull_orders=None), net, 6, "tf_default", 7, None, monkeypatch)

@@ -65,6 +65,21 @@ def test_whole_tensor_policies_by_hand_on_two_params():
     assert seen <= {(0.55, 1.10), (0.55, 1.15), (0.60, 1.15), (0.60, 1.20)} and len(seen) > 1
 
 
+def test_tf_default_draws_each_steps_pull_order_from_the_profiled_ones():
+    # the same two layers as above, with profiled orders [b, a] (index 0 then 1:
+    # the workload's own order) and [a, b]: each step takes one of the two
+    # hand-computed steps (0.60 s, or 0.55 s as tictac's order gives it)
+    both = dataclasses.replace(two_params(), pull_orders=np.array([0, 1, 1, 0]))
+    seen = {tuple(round(t, 9) for t in step_ends(both, "tf_default", s)) for s in range(12)}
+    assert seen <= {(0.55, 1.10), (0.55, 1.15), (0.60, 1.15), (0.60, 1.20)} and len(seen) > 1
+    assert step_ends(both, "tf_default", 3) == step_ends(both, "tf_default", 3)  # seeded
+    # one profiled order, not the workload's: every step takes it
+    a_first = dataclasses.replace(two_params(), pull_orders=np.array([1, 0]))
+    assert step_ends(a_first, "tf_default") == pytest.approx([0.55, 1.10])
+    # tictac keeps its forward order whatever the profile saw
+    assert step_ends(both, "tictac") == pytest.approx([0.55, 1.10])
+
+
 def test_p3_by_hand_on_two_params():
     w = two_params()
     # Slices of 0.5 MB (0.05 s each). Pulls go in layer order: a 0-0.1, b 0.1-0.2 s;
@@ -351,6 +366,13 @@ def test_push_param_round_trips_and_old_files_load():
     old = w.to_dict()
     del old["push_param"]
     assert Workload.from_dict(old).pushes_param.tolist() == [-1, -1]
+    # pull orders: (K, P) rows in memory, flat in the file; absent in old files
+    o = dataclasses.replace(w, pull_orders=np.array([0, 1, 1, 0]))
+    back = Workload.from_dict(json.loads(json.dumps(o.to_dict())))
+    assert back.pull_order_rows is not None
+    assert back.pull_order_rows.tolist() == [[0, 1], [1, 0]]
+    del old["pull_orders"]
+    assert Workload.from_dict(old).pull_order_rows is None
 
 
 def test_documented_policy_example_by_hand(monkeypatch):

@@ -526,6 +526,9 @@ def test_predict_on_a_corrupt_workload_is_one_line(tmp_path: Path):
         ({"worker_cpu_s": "fast"}, "worker_cpu_s"),
         ({"meta": []}, "meta"),
         ({"push_seg": [5, 0]}, "push_seg"),
+        ({"pull_orders": [0, 1, 1, 1]}, "pull_orders"),  # 2nd row not a permutation
+        ({"pull_orders": [1, 0, 1]}, "pull_orders"),  # not whole rows of the 2 pulls
+        ({"pull_orders": [0.0, 1.0]}, "pull_orders"),
     ],
 )
 def test_workload_fields_are_checked_by_name(change: dict, field: str):

@@ -119,6 +119,33 @@ def test_each_gradient_push_points_at_the_pull_of_its_variable(lenet_profile: Pa
     assert (w.pushes_param == -1).sum() == len(w.push_bytes) - 10
 
 
+def test_each_traced_steps_pull_order_is_kept_in_arrival_order(lenet_profile: Path, tmp_path: Path):
+    normalize_profile(lenet_profile, tmp_path / "tables", tmp_path / "w.json")
+    w = Workload.load(str(tmp_path / "w.json"))
+    rows = w.pull_order_rows
+    t = pl.read_parquet(tmp_path / "tables" / "transfers.parquet").filter(
+        pl.col("direction") == "pull"
+    )
+    steps = sorted(set(t["step"].to_list()))
+    assert rows is not None and rows.shape == (len(steps), len(w.pull_bytes))
+    # the workload's pulls are in median arrival order: tensor names in that order
+    names = (
+        t.group_by("tensor")
+        .agg((pl.col("start_us") + pl.col("dur_us")).median().alias("end"))
+        .sort("end", "tensor")["tensor"]
+        .to_list()
+    )
+    for step, row in zip(steps, rows, strict=True):
+        ends = dict(
+            t.filter(pl.col("step") == step)
+            .select("tensor", pl.col("start_us") + pl.col("dur_us"))
+            .iter_rows()
+        )
+        arrived = [ends[names[i]] for i in row]
+        assert sorted(row.tolist()) == list(range(len(names)))
+        assert arrived == sorted(arrived)
+
+
 def test_p3_on_a_real_profile_pulls_after_update_and_is_not_slower_than_fifo_random(
     lenet_profile: Path, tmp_path: Path
 ):

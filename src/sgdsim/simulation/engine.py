@@ -102,7 +102,9 @@ class StepPlan:
             the units of consecutive tensors with one shard and priority, in issue order.
         pull_runs: (P,) each pull's units as one run.
         push_runs: (S + 1,) the pushes of each push slot as runs.
-        shuffle: a fresh random pull order every step (``fifo_random``).
+        shuffle: a pull order drawn every step (``fifo_random``: uniform; ``tf_default``:
+            one of the profiled orders, :meth:`~sgdsim.simulation.policies.Policy.draw_orders`).
+        orders: (K, P) the orders drawn from (K = 0: uniform), or None (no draw).
         latency_s, pull_start_s, overhead_s: as the workload and network give them.
     """
 
@@ -128,6 +130,7 @@ class StepPlan:
     base_pieces: list[int]
     stage_budget: list[float]
     shuffle: bool
+    orders: np.ndarray | None
     latency_s: float
     pull_start_s: float
     overhead_s: float
@@ -157,6 +160,7 @@ class StepPlan:
         """
         seg_dur = workload.seg_dur_s.tolist()
         n_seg = len(seg_dur)
+        orders = policy.draw_orders(workload) if len(workload.pull_bytes) else None
         if n_seg >= 1 << (STEP_SHIFT - 1):  # the queues' int keys hold a priority in 23 bits
             raise ValueError(f"{n_seg} segments: at most {(1 << (STEP_SHIFT - 1)) - 1}")
         pull_gate = workload.pull_gate.tolist()
@@ -213,7 +217,8 @@ class StepPlan:
             base_pending=base_pending,
             base_pieces=[len(x) for x in pull_pieces],
             stage_budget=_stage_budget(seg_dur, pushes_after, network.bandwidth_Bps),
-            shuffle=policy.shuffle_pulls,
+            shuffle=orders is not None,
+            orders=orders,
             latency_s=network.latency_s,
             pull_start_s=workload.pull_start_s,
             overhead_s=workload.overhead_s,

@@ -35,7 +35,7 @@ from sgdsim.simulation.chrome_trace import COMPUTE, PULL, PUSH, UPDATE, TraceRec
 from sgdsim.simulation.core import DEPART, JOIN, SEG_END, STEP_END, STEP_START, Simulation
 from sgdsim.simulation.engine import RawRun, single_step_estimate
 from sgdsim.simulation.link import PSLink
-from sgdsim.simulation.policies import get_policy
+from sgdsim.simulation.policies import draw_pull_order, get_policy
 from sgdsim.simulation.push_link import LAST, WAKE, BulkPushLink
 from sgdsim.simulation.workload import Network, Workload
 
@@ -203,6 +203,7 @@ class FastFifoRun:
         "network",
         "nic_busy",
         "nic_bytes",
+        "orders",
         "overhead",
         "policy",
         "pos_bytes",
@@ -310,7 +311,8 @@ class FastFifoRun:
         # with a pull gap every pull is its own flow, joining its connection one gap
         # after the previous one arrived (``pull_queue``, ``pull_rel``)
         self.aggregate = self.bulk and not self.gap
-        self.random_order = get_policy(self.policy).shuffle_pulls
+        self.orders = get_policy(self.policy).draw_orders(self.workload)
+        self.random_order = self.orders is not None and self.n_pull > 0
         self.pull_bytes_a = np.asarray(self.workload.pull_bytes, np.float64)
         self.pull_gate_a = np.asarray(self.workload.pull_gate, np.int64)
 
@@ -468,6 +470,11 @@ class FastFifoRun:
         )
         self.pushes_left = self.up.pushes_left
 
+    def draw_order(self) -> npt.NDArray[np.int64]:
+        """This step's pull order (:func:`~sgdsim.simulation.policies.draw_pull_order`)."""
+        assert self.orders is not None
+        return draw_pull_order(self.rng, self.orders)
+
     def chunks(self, order: npt.NDArray[np.int64]) -> tuple[list[tuple[float, int]], list[int]]:
         """A step's pull flows issued in ``order``, and what gates on them (_pull_flows)."""
         return _pull_flows(order, self.pull_bytes_a, self.pull_gate_a, self.n_seg, self.aggregate)
@@ -590,7 +597,7 @@ class FastFifoRun:
             self.join_pull_groups(w, now)
             return
         if self.random_order:
-            flows, self.req[w] = self.chunks(self.rng.permutation(self.n_pull))
+            flows, self.req[w] = self.chunks(self.draw_order())
             self.n_flows[w] = len(flows)
         else:
             flows = self.fixed_flows
@@ -624,7 +631,7 @@ class FastFifoRun:
         groups (early; see ``pull_groups``)."""
         if self.random_order:
             self.req[w], self.req_a[w], self.n_flows[w], cum, groups = self.pull_groups(
-                self.rng.permutation(self.n_pull)
+                self.draw_order()
             )
         else:
             cum, groups = self.fixed_cum, self.fixed_groups
@@ -864,15 +871,19 @@ class FastFifoRun:
         order the steps' pulls join; nothing else draws meanwhile)."""
         fixed = np.array([f[0] for f in self.fixed_flows], np.float64)
         draws = self.workers * self.steps_per_worker if self.random_order and self.n_pull else 0
-        perms = [self.rng.permutation(self.n_pull) for _ in range(draws)]
+        perms = [self.draw_order() for _ in range(draws)]
         d = 1 + draws
         req = np.empty((d, self.n_seg + 1), np.int64)
         req[0] = self.fixed_req_a
         n_flows = np.full(d, len(fixed), np.int64)
         if self.grouped:
             rows = [(self.fixed_cum, self.fixed_groups)]
+            seen: dict[bytes, Any] = {}  # tf_default draws from a few profiled orders
             for i, perm in enumerate(perms, 1):
-                _, req[i], n_flows[i], cum, groups = self.pull_groups(perm)
+                key = perm.tobytes()
+                if key not in seen:
+                    seen[key] = self.pull_groups(perm)
+                _, req[i], n_flows[i], cum, groups = seen[key]
                 rows.append((cum, groups))
             width = max(len(g) for _, g in rows)
             cums = np.zeros((d, max(len(c) for c, _ in rows)))

@@ -24,9 +24,11 @@ at a time (:attr:`Policy.serial_pulls`: real TensorFlow then pays one control
 round trip per pull). ``docs/policies.md`` shows how to add one.
 
 ``tf_default``
-    Whole tensors, first-in first-out, pulls in the order the trace shows
-    them arriving (TensorFlow issues them all at once; its runtime serves them
-    in a stable order that is not the forward order).
+    Whole tensors, first-in first-out, pulls in an order the trace shows
+    them arriving: TensorFlow issues them all at once and its runtime serves
+    them in a new order every step (not the forward order), so each step draws
+    one of the profile's traced orders (``Workload.pull_orders``; without them,
+    the workload's own order every step).
 
 ``tictac``
     Hashemi, Abdu Jyothi, Campbell, "TicTac: Accelerating Distributed Deep
@@ -109,6 +111,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 #: Prophet's slack added to each stage gap when sizing a block, seconds.
 PROPHET_SLACK_S = 1e-3
@@ -392,6 +395,16 @@ class Policy:
     serial_pulls: ClassVar[bool] = False
     #: A fresh seeded random pull order every step instead of :meth:`pull_order`.
     shuffle_pulls: ClassVar[bool] = False
+    #: Each step's pull order drawn from the workload's profiled ones
+    #: (``Workload.pull_orders``), when it has them, instead of :meth:`pull_order`.
+    profile_orders: ClassVar[bool] = False
+
+    def draw_orders(self, workload: Any) -> npt.NDArray[np.int64] | None:
+        """(K, P) pull orders a step draws from (:func:`draw_pull_order`), ``(0, P)``
+        for a fresh uniform one every step, None for :meth:`pull_order` every step."""
+        if self.shuffle_pulls:
+            return np.zeros((0, len(workload.pull_bytes)), np.int64)
+        return workload.pull_order_rows if self.profile_orders else None
 
     def pull_order(self, workload: Any) -> list[int]:
         """Order in which a worker issues its pulls (indices into ``pull_bytes``):
@@ -408,6 +421,16 @@ class Policy:
         return self.spec(PolicySizes()) == PolicySpec()
 
 
+def draw_pull_order(
+    rng: np.random.Generator, orders: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """One step's pull order: a row of ``orders`` (K, P) drawn uniformly, or with no
+    rows a uniform random permutation of the P pulls (``fifo_random``)."""
+    if len(orders):
+        return orders[int(rng.integers(len(orders)))]
+    return rng.permutation(orders.shape[1])
+
+
 def forward_order(workload: Any) -> list[int]:
     """Pulls by first use in the forward pass (their gate), ties in workload order."""
     gate = np.asarray(workload.pull_gate).tolist()
@@ -416,6 +439,7 @@ def forward_order(workload: Any) -> list[int]:
 
 class TfDefault(Policy):
     name = "tf_default"
+    profile_orders = True
 
 
 class TicTac(Policy):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from sgdsim.simulation.chrome_trace import COMPUTE, UPDATE
 from sgdsim.simulation.core import JOIN, SEG_END, STEP_END, STEP_START
+from sgdsim.simulation.policies import draw_pull_order
 from sgdsim.simulation.topology import DOWN, UP
 
 if TYPE_CHECKING:
@@ -242,8 +243,8 @@ class Worker:
     def join_pulls(self, now: float, step: int) -> None:
         """The step's pulls join their connections' queues, in the policy's order."""
         m, plan = self.model, self.model.plan
-        if plan.shuffle:
-            runs = [plan.pull_runs[p] for p in m.rng.permutation(plan.n_pull).tolist()]
+        if plan.orders is not None:
+            runs = [plan.pull_runs[p] for p in draw_pull_order(m.rng, plan.orders).tolist()]
         else:
             runs = plan.first_pulls if step == 0 else plan.next_pulls
         self._join(now, DOWN, runs, step)

@@ -101,6 +101,13 @@ class Workload:
             step's compute varies from the next; with ``step_jitter`` the
             simulator stretches each simulated step's compute by one of them,
             drawn at random. None = not measured (every step the same).
+        pull_orders: (K·P,) K pull orders one after another, each a permutation
+            of the P pulls: the order in which one traced step's pulls arrived
+            (:func:`sgdsim.traces.calibrate.step_pull_orders`). Real workers
+            deliver their pulls in a new order every step (docs/steady-state.md,
+            "One tensor at a time, in a new order every step"), so ``tf_default``
+            draws one of them for each simulated step. None = not measured (the
+            workload's order every step).
     """
 
     seg_dur_s: npt.NDArray[np.float64]
@@ -122,6 +129,7 @@ class Workload:
     rpc_rtt_s: float = 0.0
     push_param: npt.NDArray[np.int64] | None = None
     step_scale: npt.NDArray[np.float64] | None = None
+    pull_orders: npt.NDArray[np.int64] | None = None
 
     def __post_init__(self) -> None:
         if self.push_param is None:
@@ -176,6 +184,10 @@ class Workload:
                 or (len(self.step_scale) > 0 and bool(np.all(self.step_scale > 0))),
                 "step_scale None or positive ratios",
             ),
+            (
+                _orders_ok(self.pull_orders, len(self.pull_bytes)),
+                "pull_orders None or permutations of the P pulls",
+            ),
         ]
         bad = [what for ok, what in checks if not ok]
         if bad:
@@ -198,6 +210,13 @@ class Workload:
         """(Q,) pull of each push's variable (``push_param`` with the None default resolved)."""
         assert self.push_param is not None  # set in __post_init__
         return self.push_param
+
+    @property
+    def pull_order_rows(self) -> npt.NDArray[np.int64] | None:
+        """(K, P) the profiled pull orders, one per row; None without them (or without pulls)."""
+        if self.pull_orders is None or len(self.pull_bytes) == 0 or len(self.pull_orders) == 0:
+            return None
+        return self.pull_orders.reshape(-1, len(self.pull_bytes))
 
     @property
     def compute_s(self) -> float:
@@ -253,6 +272,7 @@ class Workload:
                 rpc_rtt_s=number("rpc_rtt_s", 0.0),
                 push_param=array("push_param", np.int64, optional=True),
                 step_scale=array("step_scale", np.float64, optional=True),
+                pull_orders=array("pull_orders", np.int64, optional=True),
             )
         except ValueError as e:
             raise WorkloadError(str(e)) from e
@@ -279,6 +299,16 @@ class Workload:
                 f"{path}: not a readable sgdsim workload ({e}); re-run the normalize stage "
                 "(snakemake results/workloads/HARDWARE/MODEL.json) or pass the right file"
             ) from e
+
+
+def _orders_ok(orders: npt.NDArray[np.int64] | None, n_pull: int) -> bool:
+    """Whether ``orders`` is None or K whole permutations of ``range(n_pull)``."""
+    if orders is None or len(orders) == 0:
+        return True
+    if n_pull == 0 or len(orders) % n_pull:
+        return False
+    rows = np.sort(orders.reshape(-1, n_pull), axis=1)
+    return bool(np.all(rows == np.arange(n_pull)))
 
 
 def _field_array(d: dict[str, Any], key: str, dtype: type, optional: bool = False) -> Any:

@@ -27,7 +27,11 @@ Steps (all times from medians over the K traced steps):
 7. PS shards: each pull and push carries the PS task (shard) at its PS end,
    from the transfer's device (``transfers.ps_task``), into
    ``Workload.pull_shard`` / ``push_shard``.
-8. Variables: with the params table, each push that carries a variable's
+8. Pull orders: each traced step's pulls by their end in that step, as
+   indices into the workload's pulls, into ``Workload.pull_orders`` (steps
+   missing a pull are left out): TensorFlow delivers them in a new order every
+   step, and ``tf_default`` draws one per simulated step.
+9. Variables: with the params table, each push that carries a variable's
    gradient (``params.gradient_tensor``) is matched to the pull that carries
    the same variable (``params.pull_tensor``) into ``Workload.push_param``
    (P3's pull after update); other pushes get −1. See :func:`match_pushes_to_pulls`.
@@ -365,4 +369,28 @@ def build_workload(
         push_param=match_pushes_to_pulls(
             pulls["tensor"].to_list(), pushes["tensor"].to_list(), params
         ),
+        pull_orders=step_pull_orders(transfers, pulls["tensor"].to_list()),
     )
+
+
+def step_pull_orders(transfers: pl.DataFrame, pull_tensors: list[str]) -> np.ndarray | None:
+    """(K·P,) each traced step's pulls in the order they arrived (end time, then
+    name), as indices into ``pull_tensors``, one step after another; steps that
+    miss one of the P pulls are left out. None without pulls or whole steps.
+
+    Source: the trace's ``transfers`` table (one row per tensor and step).
+    """
+    index = {t: i for i, t in enumerate(pull_tensors)}
+    steps = (
+        transfers.filter(pl.col("direction") == "pull")
+        .with_columns((pl.col("start_us") + pl.col("dur_us")).alias("end"))
+        .sort("step", "end", "tensor")
+        .group_by("step", maintain_order=True)
+        .agg(pl.col("tensor"))
+    )
+    rows = [
+        [index[t] for t in tensors]
+        for tensors in steps["tensor"].to_list()
+        if len(tensors) == len(index) and set(tensors) == index.keys()
+    ]
+    return np.asarray(rows, np.int64).ravel() if rows and index else None
