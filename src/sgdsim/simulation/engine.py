@@ -102,9 +102,10 @@ class StepPlan:
             the units of consecutive tensors with one shard and priority, in issue order.
         pull_runs: (P,) each pull's units as one run.
         push_runs: (S + 1,) the pushes of each push slot as runs.
-        shuffle: a pull order drawn every step (``fifo_random``: uniform; ``tf_default``:
-            one of the profiled orders, :meth:`~sgdsim.simulation.policies.Policy.draw_orders`).
-        orders: (K, P) the orders drawn from (K = 0: uniform), or None (no draw).
+        orders: (K, P) the pull orders a step draws from (K = 0: a uniform
+            permutation, ``fifo_random``; ``tf_default``: the profiled ones,
+            :meth:`~sgdsim.simulation.policies.Policy.draw_orders`), or None:
+            ``first_pulls`` and ``next_pulls`` every step.
         latency_s, pull_start_s, overhead_s: as the workload and network give them.
     """
 
@@ -129,7 +130,6 @@ class StepPlan:
     base_pending: list[int]
     base_pieces: list[int]
     stage_budget: list[float]
-    shuffle: bool
     orders: np.ndarray | None
     latency_s: float
     pull_start_s: float
@@ -217,7 +217,6 @@ class StepPlan:
             base_pending=base_pending,
             base_pieces=[len(x) for x in pull_pieces],
             stage_budget=_stage_budget(seg_dur, pushes_after, network.bandwidth_Bps),
-            shuffle=orders is not None,
             orders=orders,
             latency_s=network.latency_s,
             pull_start_s=workload.pull_start_s,

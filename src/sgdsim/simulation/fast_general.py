@@ -784,7 +784,7 @@ def supports(model: AsyncPSModel) -> bool:
         and not model.join_delay_s
         and not model.push_join_delay_s
         and model.step_scale is None
-        and not model.plan.shuffle
+        and model.plan.orders is None
         and all(type(c[0][0].queue) in _QUEUE_KINDS for c in model.conns)
     )
 
