@@ -160,7 +160,7 @@ class StepPlan:
         """
         seg_dur = workload.seg_dur_s.tolist()
         n_seg = len(seg_dur)
-        orders = policy.draw_orders(workload) if len(workload.pull_bytes) else None
+        orders = policy.draw_orders(workload)
         if n_seg >= 1 << (STEP_SHIFT - 1):  # the queues' int keys hold a priority in 23 bits
             raise ValueError(f"{n_seg} segments: at most {(1 << (STEP_SHIFT - 1)) - 1}")
         pull_gate = workload.pull_gate.tolist()

@@ -312,7 +312,7 @@ class FastFifoRun:
         # after the previous one arrived (``pull_queue``, ``pull_rel``)
         self.aggregate = self.bulk and not self.gap
         self.orders = get_policy(self.policy).draw_orders(self.workload)
-        self.random_order = self.orders is not None and self.n_pull > 0
+        self.random_order = self.orders is not None
         self.pull_bytes_a = np.asarray(self.workload.pull_bytes, np.float64)
         self.pull_gate_a = np.asarray(self.workload.pull_gate, np.int64)
 

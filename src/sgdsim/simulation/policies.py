@@ -401,7 +401,10 @@ class Policy:
 
     def draw_orders(self, workload: Any) -> npt.NDArray[np.int64] | None:
         """(K, P) pull orders a step draws from (:func:`draw_pull_order`), ``(0, P)``
-        for a fresh uniform one every step, None for :meth:`pull_order` every step."""
+        for a fresh uniform one every step, None for :meth:`pull_order` every step
+        (and for a workload without pulls: nothing to draw)."""
+        if not len(workload.pull_bytes):
+            return None
         if self.shuffle_pulls:
             return np.zeros((0, len(workload.pull_bytes)), np.int64)
         return workload.pull_order_rows if self.profile_orders else None
