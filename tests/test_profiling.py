@@ -111,6 +111,7 @@ def test_several_runs_pool_into_one_profile_that_normalizes(tmp_path: Path):
 
     import polars as pl
 
+    from sgdsim.profiling.worker import TRACED_PROBES
     from sgdsim.traces import normalize_profile
 
     spec = tiny(runs=2, timed_steps=3, traced_steps=2)
@@ -119,6 +120,8 @@ def test_several_runs_pool_into_one_profile_that_normalizes(tmp_path: Path):
     # every run's steps are in the pooled profile, and no run's own directory is left
     assert len(meta["untraced_step_s"]) == 6 and len(meta["traced_step_s"]) == 4
     assert len(meta["worker_cpu_s"]) == 6 and len(meta["runs"]) == 2
+    assert len(meta["traced_dispatch_s"]) == 4
+    assert len(meta["probe_return_s"]) == 2 * TRACED_PROBES
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["meta.json", "variables.json"] + [f"trace_{k}.pb" for k in range(4)]
     )

@@ -290,3 +290,43 @@ def test_profile_measures_cpu_per_step_and_the_rpc_round_trip(lenet_profile: Pat
     assert w.rpc_rtt_s == pytest.approx(meta["rpc_rtt_s"]) and w.node_cores == meta["node_cores"]
     prof = pl.read_parquet(tmp_path / "t" / "profile.parquet")
     assert prof["worker_cpu_s"][0] == pytest.approx(w.worker_cpu_s)
+
+
+def test_profile_times_each_traced_call_before_its_first_op_and_after_its_last(
+    lenet_profile: Path, tmp_path: Path
+):
+    from sgdsim.profiling.worker import TRACED_PROBES
+
+    meta = json.loads((lenet_profile / "meta.json").read_text())
+    k = len(meta["traced_step_s"])
+    assert len(meta["traced_dispatch_s"]) == k and len(meta["traced_return_s"]) == k
+    # both parts lie inside the call (a few ms of clock reads' slack: time.time vs
+    # perf_counter), and the ops' span fills the rest of it
+    for d, r, wall in zip(
+        meta["traced_dispatch_s"], meta["traced_return_s"], meta["traced_step_s"], strict=True
+    ):
+        assert min(d, r) > -1e-3 and d + r < wall
+    assert len(meta["probe_dispatch_s"]) == TRACED_PROBES == len(meta["probe_return_s"])
+    assert all(-1e-3 < x < 0.1 for x in meta["probe_dispatch_s"] + meta["probe_return_s"])
+    assert 0 < meta["session_call_s"] < 0.1
+    normalize_profile(str(lenet_profile), str(tmp_path / "t"), str(tmp_path / "w.json"))
+    prof = pl.read_parquet(tmp_path / "t" / "profile.parquet").row(0, named=True)
+    assert prof["dispatch_s"] == pytest.approx(statistics.median(meta["traced_dispatch_s"]))
+    assert prof["return_s"] == pytest.approx(statistics.median(meta["traced_return_s"]))
+    assert prof["probe_return_s"] == pytest.approx(statistics.median(meta["probe_return_s"]))
+    assert prof["session_call_s"] == pytest.approx(meta["session_call_s"])
+
+
+def test_step_window_is_the_first_start_and_last_end_of_any_device():
+    from tensorflow.core.protobuf.config_pb2 import RunMetadata
+
+    from sgdsim.traces.parse import step_window_us
+
+    md = RunMetadata()
+    worker, ps = md.step_stats.dev_stats.add(), md.step_stats.dev_stats.add()
+    for dev, start, rel in ((worker, 1_000_050, 30), (worker, 1_000_020, 5), (ps, 1_000_010, 200)):
+        ns = dev.node_stats.add()
+        ns.all_start_micros, ns.all_end_rel_micros = start, rel
+    assert step_window_us(md) == (1_000_010, 1_000_210)
+    with pytest.raises(TraceError, match="no node stats"):
+        step_window_us(RunMetadata())

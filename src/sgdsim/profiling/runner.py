@@ -66,12 +66,25 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
     return Path(out_dir)
 
 
+#: meta.json lists with one entry per step (or traced probe) of a run, in seconds.
+PER_STEP_LISTS = (
+    "untraced_step_s",
+    "traced_step_s",
+    "worker_cpu_s",
+    "ps_cpu_s",
+    "traced_dispatch_s",
+    "traced_return_s",
+    "probe_dispatch_s",
+    "probe_return_s",
+)
+
+
 def merge_runs(run_dirs: list[Path], out: Path) -> None:
     """Pool the raw profiles in ``run_dirs`` into ``out`` (one profile of all their steps).
 
     ``meta.json`` keeps the first run's fields, with the per-step lists
-    (``untraced_step_s``, ``traced_step_s``, ``worker_cpu_s``, ``ps_cpu_s``)
-    concatenated, ``rpc_rtt_s`` the median of the runs' medians (seconds) and
+    (:data:`PER_STEP_LISTS`) concatenated, ``rpc_rtt_s`` and ``session_call_s``
+    the median of the runs' medians (seconds) and
     ``runs`` the per-run medians of the untraced step (seconds, for the
     record); the traces are renumbered in run order.
 
@@ -83,9 +96,12 @@ def merge_runs(run_dirs: list[Path], out: Path) -> None:
     if any(json.loads(v) != json.loads(variables[0]) for v in variables[1:]):
         raise ProfileError(f"{out}: the profile runs built different variables")
     meta = dict(metas[0])
-    for key in ("untraced_step_s", "traced_step_s", "worker_cpu_s", "ps_cpu_s"):
+    for key in PER_STEP_LISTS:
         meta[key] = [x for m in metas for x in (m.get(key) or [])]
     meta["rpc_rtt_s"] = statistics.median(m["rpc_rtt_s"] for m in metas)
+    calls = [m["session_call_s"] for m in metas if "session_call_s" in m]
+    if calls:
+        meta["session_call_s"] = statistics.median(calls)
     meta["runs"] = [statistics.median(m["untraced_step_s"]) for m in metas]
     (out / "variables.json").write_text(variables[0])
     k = 0

@@ -10,7 +10,9 @@ on a synthetic batch, and writes into ``--out``:
   ``replica_device_setter`` placed it on one of the PS tasks), gradient tensor
   and update op,
 - ``meta.json``: TF version, host, device, batch, image size, parameter count,
-  untraced and traced step wall times in seconds.
+  untraced and traced step wall times in seconds; for each traced step (and a
+  traced probe that fetches one small tensor from the PS) the seconds of its
+  ``Session.run`` call before its first op and after its last.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from typing import Any
 
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.progress import progress, write_line
-from sgdsim.traces.parse import transfer_records
+from sgdsim.traces.parse import step_window_us, transfer_records
 
 #: Session calls that fetch one small tensor from the PS, timed after the steps.
 RTT_PROBES = 30
+#: Traced calls of the same probe: the session's own cost before and after a step's ops.
+TRACED_PROBES = 10
 #: Tries per traced step until its RunMetadata holds every transfer (see transfer_records).
 TRACE_ATTEMPTS = 3
 
@@ -160,6 +164,9 @@ def run_worker(
         # then measures tracing, not drift between two phases of the run.
         untraced: list[float] = []
         traced: list[float] = []
+        # each traced call's time before its first op and after its last (client clock)
+        dispatch: list[float] = []
+        returned: list[float] = []
         # CPU seconds of the worker process and of all PS processes in each untraced step
         worker_cpu: list[float] = []
         ps_cpu: list[float] = []
@@ -168,9 +175,9 @@ def run_worker(
                 k = len(traced)
                 for attempt in range(1, TRACE_ATTEMPTS + 1):
                     md = tf.compat.v1.RunMetadata()
-                    t = time.perf_counter()
+                    c0, t = time.time(), time.perf_counter()
                     sess.run(train_op, options=opts, run_metadata=md)
-                    dt = time.perf_counter() - t
+                    dt, c1 = time.perf_counter() - t, time.time()
                     recorded, expected = transfer_records(md)
                     if recorded == expected:
                         break
@@ -185,6 +192,9 @@ def run_worker(
                         "recorded); re-run the profile stage"
                     )
                 traced.append(dt)
+                first, last = step_window_us(md)
+                dispatch.append(first * 1e-6 - c0)
+                returned.append(c1 - last * 1e-6)
                 (out / f"trace_{k}.pb").write_bytes(md.SerializeToString())
                 log(f"traced step {k + 1}/{spec.traced_steps}: {traced[-1]:.4f} s")
             else:
@@ -217,6 +227,25 @@ def run_worker(
                 times.append(time.perf_counter() - t)
         rpc_rtt = max(0.0, statistics.median(rtt) - statistics.median(local))
         log(f"RPC round trip (small tensor from the PS): {rpc_rtt * 1e3:.3f} ms")
+        # The same probe traced: its few ops leave a trace too small to cost
+        # collection time, so what follows its last op is the session's return.
+        probe_opts = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        probe_dispatch: list[float] = []
+        probe_return: list[float] = []
+        for _ in range(TRACED_PROBES):
+            md = tf.compat.v1.RunMetadata()
+            c0 = time.time()
+            sess.run(rtt_probe, options=probe_opts, run_metadata=md)
+            c1 = time.time()
+            first, last = step_window_us(md)
+            probe_dispatch.append(first * 1e-6 - c0)
+            probe_return.append(c1 - last * 1e-6)
+        log(
+            f"traced step: {statistics.median(dispatch) * 1e3:.1f} ms before its first op, "
+            f"{statistics.median(returned) * 1e3:.1f} ms after its last; traced probe: "
+            f"{statistics.median(probe_dispatch) * 1e3:.2f} / "
+            f"{statistics.median(probe_return) * 1e3:.2f} ms"
+        )
 
     med_u, med_t = statistics.median(untraced), statistics.median(traced)
     q = statistics.quantiles(untraced, n=4) if len(untraced) > 1 else [med_u, med_u, med_u]
@@ -238,6 +267,11 @@ def run_worker(
         "untraced_step_s": untraced,
         "traced_step_s": traced,
         "rpc_rtt_s": rpc_rtt,
+        "session_call_s": statistics.median(local),
+        "traced_dispatch_s": dispatch,
+        "traced_return_s": returned,
+        "probe_dispatch_s": probe_dispatch,
+        "probe_return_s": probe_return,
         "worker_cpu_s": worker_cpu,
         "ps_cpu_s": ps_cpu,
         "node_cores": len(os.sched_getaffinity(0))

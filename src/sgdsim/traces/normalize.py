@@ -309,6 +309,11 @@ def normalize_profile(
                 "ps_cpu_s": ps_cpu,
                 "node_cores": cores,
                 "rpc_rtt_s": rpc_rtt,
+                "session_call_s": meta.get("session_call_s"),
+                "dispatch_s": med_or_none(meta.get("traced_dispatch_s") or []),
+                "return_s": med_or_none(meta.get("traced_return_s") or []),
+                "probe_dispatch_s": med_or_none(meta.get("probe_dispatch_s") or []),
+                "probe_return_s": med_or_none(meta.get("probe_return_s") or []),
             }
         ]
     )

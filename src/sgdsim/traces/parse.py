@@ -92,6 +92,25 @@ def ps_task_of(device: str) -> int | None:
 _TASK = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
 
 
+def step_window_us(md: Any) -> tuple[int, int]:
+    """(first start, last end) of one RunMetadata's node stats, in µs since the Unix epoch.
+
+    TensorFlow stamps ``all_start_micros`` with the host's real-time clock, the
+    clock ``time.time()`` reads, so a client that stamps its ``Session.run``
+    call finds how long the call took before the step's first op (dispatch)
+    and after its last (return, with the trace's collection on a traced step).
+
+    Raises:
+        TraceError: the RunMetadata has no node stats.
+    """
+    stats = [ns for d in md.step_stats.dev_stats for ns in d.node_stats]
+    if not stats:
+        raise TraceError("RunMetadata has no node stats: was the step run with a trace level?")
+    first = min(ns.all_start_micros for ns in stats)
+    last = max(ns.all_start_micros + ns.all_end_rel_micros for ns in stats)
+    return int(first), int(last)
+
+
 def transfer_records(md: Any) -> tuple[int, int]:
     """(recorded, expected) counts of the transfers between tasks in one RunMetadata.
 
