@@ -630,5 +630,62 @@ def bench_sweep(
     click.echo(format_timing(t))
 
 
+@main.command()
+@click.argument("capture", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write every tensor's row to this Parquet file (written whole or not at all).",
+)
+def wire(capture: str, out: str | None) -> None:
+    """Per-tensor timeline of a whole-packet capture of the PS's port.
+
+    Reads every TensorFlow RecvTensor call (a pull or a push of one tensor) in
+    CAPTURE, a pcap of the PS's port taken with whole packets
+    (run_steady_measurement(..., capture_payload=True) on the testbed, or
+    tcpdump -s 0), and prints per worker and direction the calls, steps, bytes
+    and wire time per step; --out keeps one row per tensor (docs/validation.md).
+    """
+    import polars as pl
+
+    from sgdsim.io import atomic_path
+    from sgdsim.reports import markdown_table
+    from sgdsim.testbed.wire import tensor_timeline
+
+    try:
+        timeline = tensor_timeline(capture)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+    t = timeline.tensors
+    if t.is_empty():
+        raise click.ClickException(
+            f"{capture}: no RecvTensor calls found (was the capture started before "
+            "the workers connected to the PS?)"
+        )
+    steps = t.group_by("worker", "direction", "step_id").agg(
+        pl.len().alias("n"),
+        pl.col("bytes").sum(),
+        (pl.col("last_s").max() - pl.col("first_s").min()).alias("span_s"),
+    )
+    summary = (
+        steps.group_by("worker", "direction")
+        .agg(
+            pl.col("n").sum().alias("tensors"),
+            pl.len().alias("steps"),
+            (pl.col("bytes").median() / 1e6).alias("MB per step"),
+            (pl.col("span_s").median() * 1e3).alias("ms on the wire per step"),
+        )
+        .sort("worker", "direction")
+    )
+    click.echo(markdown_table(summary.columns, summary.rows()))
+    for flow in timeline.cut_short:
+        click.echo(f"note: {flow} read only up to a packet the capture missed", err=True)
+    if out:
+        with atomic_path(out) as tmp:
+            t.write_parquet(tmp)
+        click.echo(f"{t.height} tensors written to {out}")
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -43,8 +43,9 @@ def tcpdump_missing() -> str | None:
     return None
 
 
-def tcpdump_argv(port: str, path: str, lifetime_s: float) -> list[str]:
-    """Command that captures the TCP headers crossing ``port`` into ``path``.
+def tcpdump_argv(port: str, path: str, lifetime_s: float, payload: bool = False) -> list[str]:
+    """Command that captures the TCP headers crossing ``port`` into ``path``
+    (whole packets with ``payload``, for :mod:`sgdsim.testbed.wire`).
 
     Packet-buffered (``-U``) so that the file is whole up to the last packet
     if the capture is stopped by a signal; it ends by itself after
@@ -59,7 +60,8 @@ def tcpdump_argv(port: str, path: str, lifetime_s: float) -> list[str]:
     tcpdump, timeout = shutil.which("tcpdump"), shutil.which("timeout")
     assert tcpdump is not None and timeout is not None
     return [
-        timeout, f"{lifetime_s:.0f}", tcpdump, "-i", port, "-s", str(SNAPLEN), "-B", "16384",
+        timeout, f"{lifetime_s:.0f}", tcpdump, "-i", port, "-s", "0" if payload else str(SNAPLEN),
+        "-B", "16384",
         "-U", "--immediate-mode", "-n", "-q", "-Z", "root", "-w", path, "tcp",
     ]  # fmt: skip
 
@@ -81,10 +83,10 @@ class Packets:
     payload: np.ndarray
 
 
-def read_pcap(path: str | Path) -> Packets:
-    """Read a classic pcap file of Ethernet/IPv4/TCP packets (others are skipped).
-
-    A record cut short at the end (a capture stopped mid-write) is ignored.
+def tcp_records(path: str | Path) -> Iterator[tuple[float, bytes, int]]:
+    """(time in seconds, captured bytes, original length) of each whole Ethernet/IPv4/TCP
+    record of a classic pcap file; others, and a record cut short at the end (a
+    capture stopped mid-write), are skipped.
 
     Raises:
         ValueError: not a little-endian pcap file.
@@ -93,15 +95,27 @@ def read_pcap(path: str | Path) -> Packets:
     if len(b) < 24 or struct.unpack_from("<I", b)[0] not in _PCAP_MAGIC:
         raise ValueError(f"{path}: not a pcap capture (tcpdump -w)")
     scale = _PCAP_MAGIC[struct.unpack_from("<I", b)[0]]
-    t, src, dst, pay = [], [], [], []
     off, n = 24, len(b)
     while off + 16 <= n:
-        sec, frac, incl, _ = struct.unpack_from("<IIII", b, off)
+        sec, frac, incl, orig = struct.unpack_from("<IIII", b, off)
         off += 16
         pkt = b[off : off + incl]
         off += incl
         if len(pkt) < incl or len(pkt) < 54 or pkt[12:14] != b"\x08\x00" or pkt[23] != 6:
             continue  # cut short, not IPv4, or not TCP
+        yield sec + frac * scale, pkt, orig
+
+
+def read_pcap(path: str | Path) -> Packets:
+    """Read a classic pcap file of Ethernet/IPv4/TCP packets (others are skipped).
+
+    A record cut short at the end (a capture stopped mid-write) is ignored.
+
+    Raises:
+        ValueError: not a little-endian pcap file.
+    """
+    t, src, dst, pay = [], [], [], []
+    for time_s, pkt, _ in tcp_records(path):
         ihl = (pkt[14] & 15) * 4
         if len(pkt) < 14 + ihl + 13:
             continue
@@ -109,7 +123,7 @@ def read_pcap(path: str | Path) -> Packets:
         tcp_header = (pkt[14 + ihl + 12] >> 4) * 4
         size = total - ihl - tcp_header
         if size > 0:
-            t.append(sec + frac * scale)
+            t.append(time_s)
             src.append(pkt[29])
             dst.append(pkt[33])
             pay.append(size)

@@ -664,8 +664,11 @@ class Testbed:
         self._procs.append(proc)
         return proc
 
-    def capture(self, host: str, path: str, lifetime_s: float) -> subprocess.Popen[bytes]:
-        """Capture the TCP headers crossing ``host``'s bridge port into ``path`` (pcap).
+    def capture(
+        self, host: str, path: str, lifetime_s: float, payload: bool = False
+    ) -> subprocess.Popen[bytes]:
+        """Capture the TCP headers crossing ``host``'s bridge port into ``path`` (pcap;
+        whole packets with ``payload``).
 
         ``tcpdump`` runs in the bridge namespace, niced, for at most
         ``lifetime_s`` seconds; :meth:`close` stops it like the other processes
@@ -681,7 +684,7 @@ class Testbed:
         self.namespace(host)
         if self._closed or self._closing:
             raise TestbedError(f"testbed {self.run_id} is closed")
-        argv = ["nice", "-n", "10", *tcpdump_argv(f"v{host}", path, lifetime_s)]
+        argv = ["nice", "-n", "10", *tcpdump_argv(f"v{host}", path, lifetime_s, payload)]
         proc = spawn([self._ip, "netns", "exec", self.bridge_namespace, *argv], None)
         self._procs.append(proc)
         return proc

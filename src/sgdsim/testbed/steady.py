@@ -63,6 +63,7 @@ def run_steady_measurement(
     max_step_s: float = 30.0,
     link: Link = Link(),
     capture_path: str | None = None,
+    capture_payload: bool = False,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers until its
     steady-state throughput has converged (see the module docstring).
@@ -86,6 +87,9 @@ def run_steady_measurement(
         capture_path: where to write a header capture of the PS's port
             (:meth:`~sgdsim.testbed.netns.Testbed.capture`) for the whole run;
             testbed only.
+        capture_payload: capture whole packets, not only headers (for
+            :func:`sgdsim.testbed.wire.tensor_timeline`; about the bytes
+            the run moves, on disk).
 
     Returns:
         A :class:`~sgdsim.testbed.run.MeasurementResult` with ``steady`` set:
@@ -122,7 +126,7 @@ def run_steady_measurement(
         if capture_path is not None:
             if testbed is None:
                 raise ValueError("capture_path needs the testbed (not loopback)")
-            capture = testbed.capture("ps", capture_path, limit_s + 30)
+            capture = testbed.capture("ps", capture_path, limit_s + 30, capture_payload)
         log(
             f"{spec.model} {spec.image_size}px batch {spec.batch_size}, {workers} async "
             f"worker(s) on {where}; steady state: {rule.warmup_steps} warm-up step(s), "
