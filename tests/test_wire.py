@@ -2,7 +2,7 @@
 
 A whole-packet capture of real training (two LeNet5 workers through a FIFO at
 MTU 1500, the test machine busy with them) lost packets at the niced tcpdump in
-one of three runs, cutting most connections short, so no test here depends on
+two of three runs, cutting connections short, so no test here depends on
 one; the RecvTensor framing below is TensorFlow 2.21's as read from such captures
 (docs/validation.md, "Per-tensor wire timelines").
 """
