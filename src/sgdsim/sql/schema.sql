@@ -36,7 +36,12 @@ CREATE TABLE profiles (
     worker_cpu_s          DOUBLE,              -- median CPU seconds (all threads) of the worker process per untraced step
     ps_cpu_s              DOUBLE,              -- median CPU seconds of all PS processes per untraced step
     node_cores            INTEGER,             -- cores the profiled node gave the processes
-    rpc_rtt_s             DOUBLE               -- round trip of one small tensor PS -> worker, session cost subtracted
+    rpc_rtt_s             DOUBLE,              -- round trip of one small tensor PS -> worker, session cost subtracted
+    session_call_s        DOUBLE,              -- median untraced Session.run of a worker-local tensor
+    dispatch_s            DOUBLE,              -- median traced step's call time before its first op
+    return_s              DOUBLE,              -- median traced step's call time after its last op (return + trace collection)
+    probe_dispatch_s      DOUBLE,              -- the same before the first op of a traced one-tensor PS probe
+    probe_return_s        DOUBLE               -- and after its last (return, almost no trace to collect)
 );
 
 CREATE TABLE profile_steps (
