@@ -59,6 +59,21 @@ def _dtype_bytes(v: Any) -> int:
     return int(v.dtype.base_dtype.size) * int(v.shape.num_elements())
 
 
+def _stamped_run(sess: Any, fetch: Any, options: Any, md: Any) -> tuple[float, float, float]:
+    """Run one traced ``sess.run`` and stamp it with the client's clock.
+
+    ``time.time()`` is the clock of TensorFlow's ``all_start_micros``, so the
+    trace's first and last op (``traces.parse.step_window_us``) place the call's
+    ops inside it. Returns (wall seconds of the call, seconds before its first
+    op, seconds after its last op); ``md`` (a ``RunMetadata``) is filled.
+    """
+    c0, t = time.time(), time.perf_counter()
+    sess.run(fetch, options=options, run_metadata=md)
+    dt, c1 = time.perf_counter() - t, time.time()
+    first, last = step_window_us(md)
+    return dt, first * 1e-6 - c0, c1 - last * 1e-6
+
+
 def run_worker(
     spec: ProfileSpec, cluster: dict[str, list[str]], out: Path, ps_pids: Sequence[int] = ()
 ) -> None:
@@ -175,9 +190,7 @@ def run_worker(
                 k = len(traced)
                 for attempt in range(1, TRACE_ATTEMPTS + 1):
                     md = tf.compat.v1.RunMetadata()
-                    c0, t = time.time(), time.perf_counter()
-                    sess.run(train_op, options=opts, run_metadata=md)
-                    dt, c1 = time.perf_counter() - t, time.time()
+                    dt, before, after = _stamped_run(sess, train_op, opts, md)
                     recorded, expected = transfer_records(md)
                     if recorded == expected:
                         break
@@ -192,9 +205,8 @@ def run_worker(
                         "recorded); re-run the profile stage"
                     )
                 traced.append(dt)
-                first, last = step_window_us(md)
-                dispatch.append(first * 1e-6 - c0)
-                returned.append(c1 - last * 1e-6)
+                dispatch.append(before)
+                returned.append(after)
                 (out / f"trace_{k}.pb").write_bytes(md.SerializeToString())
                 log(f"traced step {k + 1}/{spec.traced_steps}: {traced[-1]:.4f} s")
             else:
@@ -233,13 +245,9 @@ def run_worker(
         probe_dispatch: list[float] = []
         probe_return: list[float] = []
         for _ in range(TRACED_PROBES):
-            md = tf.compat.v1.RunMetadata()
-            c0 = time.time()
-            sess.run(rtt_probe, options=probe_opts, run_metadata=md)
-            c1 = time.time()
-            first, last = step_window_us(md)
-            probe_dispatch.append(first * 1e-6 - c0)
-            probe_return.append(c1 - last * 1e-6)
+            _, before, after = _stamped_run(sess, rtt_probe, probe_opts, tf.compat.v1.RunMetadata())
+            probe_dispatch.append(before)
+            probe_return.append(after)
         log(
             f"traced step: {statistics.median(dispatch) * 1e3:.1f} ms before its first op, "
             f"{statistics.median(returned) * 1e3:.1f} ms after its last; traced probe: "

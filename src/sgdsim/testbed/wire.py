@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from sgdsim.testbed.capture import tcp_records
+from sgdsim.traces.parse import role_of, task_of
 
 #: HTTP/2 client connection preface (RFC 9113, section 3.4).
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -33,7 +34,6 @@ _DATA = 0
 _SYN, _ACK = 0x02, 0x10
 #: ``/job:worker/replica:0/task:1/device:CPU:0;<incarnation>;/job:ps/...;edge_…;0:0``
 _KEY = re.compile(r"^(/job:[^;]+);[0-9a-fA-F]+;(/job:[^;]+);([^;]+);\d+:\d+$")
-_TASK = re.compile(r"/job:([^/]+)(?:/replica:\d+)?/task:(\d+)")
 
 #: Columns of :attr:`WireTimeline.tensors` (times in seconds of the capture's clock).
 TENSOR_SCHEMA = {
@@ -247,11 +247,11 @@ def tensor_timeline(path: str | Path) -> WireTimeline:
             m = _KEY.match(key)
             assert m is not None
             src, dst, tensor = m.groups()
-            pull = src.startswith("/job:ps")
-            task = _TASK.search(dst if pull else src)
+            pull = role_of(src) == "ps"
+            task = task_of(dst if pull else src)
             frames = data[sid]
             rows["direction"].append("pull" if pull else "push")
-            rows["worker"].append(int(task.group(2)) if task else -1)
+            rows["worker"].append(-1 if task is None else task)
             rows["step_id"].append(step)
             rows["tensor"].append(tensor)
             rows["bytes"].append(sum(n for _, _, n in frames))

@@ -25,6 +25,13 @@ from sgdsim.traces.parse import load_run_metadata, parse_step, ps_task_of
 
 #: Files :func:`normalize_profile` writes into its output directory.
 TABLES = ("profile", "steps", "ops", "transfers", "params")
+#: Columns of table ``profiles`` ← meta.json lists of per-call stamps (their median).
+CALL_STAMPS = {
+    "dispatch_s": "traced_dispatch_s",
+    "return_s": "traced_return_s",
+    "probe_dispatch_s": "probe_dispatch_s",
+    "probe_return_s": "probe_return_s",
+}
 
 
 def _read_json(path: Path) -> Any:
@@ -310,10 +317,7 @@ def normalize_profile(
                 "node_cores": cores,
                 "rpc_rtt_s": rpc_rtt,
                 "session_call_s": meta.get("session_call_s"),
-                "dispatch_s": med_or_none(meta.get("traced_dispatch_s") or []),
-                "return_s": med_or_none(meta.get("traced_return_s") or []),
-                "probe_dispatch_s": med_or_none(meta.get("probe_dispatch_s") or []),
-                "probe_return_s": med_or_none(meta.get("probe_return_s") or []),
+                **{col: med_or_none(meta.get(key) or []) for col, key in CALL_STAMPS.items()},
             }
         ]
     )

@@ -75,7 +75,16 @@ def role_of(device: str) -> str:
     return m.group(1) if m else "unknown"
 
 
-_PS_TASK = re.compile(r"/job:ps(?:/replica:\d+)?/task:(?P<task>\d+)")
+_JOB_TASK = re.compile(r"/job:[^/]+(?:/replica:\d+)?/task:(?P<task>\d+)")
+
+
+def task_of(device: str) -> int | None:
+    """Task index of a device: ``/job:worker/replica:0/task:1/...`` or ``/job:ps/task:1`` → 1.
+
+    Returns ``None`` for a device name without a task.
+    """
+    m = _JOB_TASK.search(device)
+    return int(m.group("task")) if m else None
 
 
 def ps_task_of(device: str) -> int | None:
@@ -85,8 +94,7 @@ def ps_task_of(device: str) -> int | None:
     """
     if role_of(device) != "ps":
         return None
-    m = _PS_TASK.search(device)
-    return int(m.group("task")) if m else 0
+    return task_of(device) or 0
 
 
 _TASK = re.compile(r"^/job:[^/]+(?:/replica:\d+)?(?:/task:\d+)?")
