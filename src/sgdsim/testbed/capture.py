@@ -114,6 +114,15 @@ def tcp_records(path: str | Path) -> Iterator[tuple[float, bytes, int]]:
         yield sec + frac * scale, pkt, orig
 
 
+def tcp_header(pkt: bytes) -> tuple[int, int, int] | None:
+    """(IPv4 header bytes, IPv4 total length, TCP header bytes) of an Ethernet/IPv4/TCP
+    record of :func:`tcp_records`; None when the record is too short to hold them."""
+    ihl = (pkt[14] & 15) * 4
+    if len(pkt) < 14 + ihl + 13:
+        return None
+    return ihl, struct.unpack_from(">H", pkt, 16)[0], (pkt[14 + ihl + 12] >> 4) * 4
+
+
 def read_pcap(path: str | Path) -> Packets:
     """Read a classic pcap file of Ethernet/IPv4/TCP packets (others are skipped).
 
@@ -124,12 +133,11 @@ def read_pcap(path: str | Path) -> Packets:
     """
     t, src, dst, pay = [], [], [], []
     for time_s, pkt, _ in tcp_records(path):
-        ihl = (pkt[14] & 15) * 4
-        if len(pkt) < 14 + ihl + 13:
+        header = tcp_header(pkt)
+        if header is None:
             continue
-        total = struct.unpack_from(">H", pkt, 16)[0]
-        tcp_header = (pkt[14 + ihl + 12] >> 4) * 4
-        size = total - ihl - tcp_header
+        ihl, total, tcp_len = header
+        size = total - ihl - tcp_len
         if size > 0:
             t.append(time_s)
             src.append(pkt[29])

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from sgdsim.testbed.capture import tcp_records
+from sgdsim.testbed.capture import tcp_header, tcp_records
 from sgdsim.traces.parse import role_of, task_of
 
 #: HTTP/2 client connection preface (RFC 9113, section 3.4).
@@ -89,15 +89,16 @@ def _packets(path: Path) -> list[tuple[float, tuple[str, int, str, int], int, in
                 f"{path}: packets were captured without their payload (snap length "
                 f"{len(pkt)} of {orig} bytes); capture with payload=True"
             )
-        ihl = (pkt[14] & 15) * 4
+        header = tcp_header(pkt)
+        if header is None:
+            continue
+        ihl, total, tcp_len = header
         ip = pkt[14:]
-        total = struct.unpack_from(">H", ip, 2)[0]
         tcp = ip[ihl:total]
         sport, dport, seq = struct.unpack_from(">HHI", tcp)
-        flags = tcp[13]
         src = ".".join(str(x) for x in ip[12:16])
         dst = ".".join(str(x) for x in ip[16:20])
-        out.append((t, (src, sport, dst, dport), seq, flags, tcp[(tcp[12] >> 4) * 4 :]))
+        out.append((t, (src, sport, dst, dport), seq, tcp[13], tcp[tcp_len:]))
     return out
 
 
