@@ -7,8 +7,10 @@ the pipeline is writing a new store (publish replaces the file atomically).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -83,9 +85,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     app = create_app(a.db)
-    print(f"sgdsim dashboard on http://127.0.0.1:{a.port}/ (store {a.db}, read-only)", flush=True)
+    t0 = time.perf_counter()
+    warm_up()
+    print(
+        f"sgdsim dashboard on http://127.0.0.1:{a.port}/ (store {a.db}, read-only; "
+        f"default views read in {time.perf_counter() - t0:.1f} s)",
+        flush=True,
+    )
     app.run(host="127.0.0.1", port=a.port, debug=False)
     return 0
+
+
+def warm_up() -> None:
+    """Build every page's default view once before serving: the store's answers are
+    cached per store version (:func:`dashboard.data.fetch`), so no first visit waits
+    for DuckDB and polars (0.1-0.6 s a page on a 2-core machine)."""
+    for page in dash.page_registry.values():
+        # a page that cannot be built says why when it is visited
+        with contextlib.suppress(Exception):
+            page["layout"]()
 
 
 def nav_links(pathname: str | None) -> list[dash.dcc.Link]:

@@ -28,16 +28,25 @@ def store_problem(path: str | None = None) -> str | None:
 
     Opens it as :func:`sgdsim.sandbox.connect` does (read-only), which refuses
     a missing, locked, corrupt or foreign file and a store of another schema
-    version.
+    version. A file version (path, modification time) found readable is not
+    opened again: every page load asks, and opening takes ~50 ms.
     """
     from sgdsim.errors import StoreUnreadable
     from sgdsim.sandbox import connect
 
+    version = store_version(path)
+    if version in _READABLE:
+        return None
     try:
-        connect(path or db_path(), memory_limit="256MB", threads=1).close()
+        connect(version[0], memory_limit="256MB", threads=1).close()
     except StoreUnreadable as e:
         return str(e)
+    _READABLE.add(version)
     return None
+
+
+#: Store versions (:func:`store_version`) :func:`store_problem` found readable.
+_READABLE: set[tuple[str, int]] = set()
 
 
 def fetch(sql: str, params: list[Any] | None = None) -> pl.DataFrame:
@@ -53,10 +62,10 @@ def fetch(sql: str, params: list[Any] | None = None) -> pl.DataFrame:
     return _fetch(*store_version(), sql, key)
 
 
-def store_version() -> tuple[str, int]:
-    """The store's path and modification time (ns; 0 when missing): a cache key that
-    changes when publish replaces the file."""
-    path = db_path()
+def store_version(path: str | None = None) -> tuple[str, int]:
+    """The store's path (``path`` or :func:`db_path`) and modification time (ns; 0 when
+    missing): a cache key that changes when publish replaces the file."""
+    path = path or db_path()
     return path, Path(path).stat().st_mtime_ns if Path(path).is_file() else 0
 
 

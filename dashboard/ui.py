@@ -78,12 +78,16 @@ function (query) {
 """
 
 
-def url_sync(prefix: str) -> list[Any]:
+def url_sync(prefix: str, query: str | None = None) -> list[Any]:
     """Components that keep a page's selection in the address bar: a page callback
     writes the query string (``?a=1&b=2``) to ``{prefix}-query``'s ``data`` and
     :func:`register_url_sync` puts it in the URL with ``history.replaceState``
-    (no new history entry, no page reload; the page's layout reads it back)."""
-    return [dcc.Store(id=f"{prefix}-query"), html.Div(id=f"{prefix}-query-sync", hidden=True)]
+    (no new history entry, no page reload; the page's layout reads it back).
+    ``query``: the layout's own selection, put in the URL as the page loads."""
+    return [
+        dcc.Store(id=f"{prefix}-query", data=query),
+        html.Div(id=f"{prefix}-query-sync", hidden=True),
+    ]
 
 
 def register_url_sync(prefix: str) -> None:

@@ -29,9 +29,12 @@ def layout(
     **_: Any,
 ) -> html.Div:
     models, hws, nets = distinct("model"), distinct("hardware"), network_names()
+    model, hardware, network = pick(model, models), pick(hardware, hws), pick(network, nets)
+    # the answer comes with the layout: no callback round trip or empty first draw
+    fig, note, answer_table, query = update_modes(model, hardware, network)
     return html.Div(
         [
-            *url_sync("modes"),
+            *url_sync("modes", query),
             html.H2("SGD modes: which is faster, by how much?"),
             html.P(
                 "Each SGD mode at its best policy (for allreduce: its best fusion rule) at "
@@ -41,15 +44,15 @@ def layout(
             ),
             html.Div(
                 [
-                    control("Model", dropdown("modes-model", models, pick(model, models))),
-                    control("Hardware", dropdown("modes-hardware", hws, pick(hardware, hws))),
-                    control("Network", dropdown("modes-network", nets, pick(network, nets))),
+                    control("Model", dropdown("modes-model", models, model)),
+                    control("Hardware", dropdown("modes-hardware", hws, hardware)),
+                    control("Network", dropdown("modes-network", nets, network)),
                 ],
                 className="controls",
             ),
-            html.P(id="modes-note"),
-            dcc.Graph(id="modes-graph", config={"displaylogo": False}),
-            html.Div(id="modes-table"),
+            html.P(note, id="modes-note"),
+            dcc.Graph(id="modes-graph", figure=fig, config={"displaylogo": False}),
+            html.Div(answer_table, id="modes-table"),
             export_bar("modes-export"),
         ]
     )
@@ -93,6 +96,7 @@ def comparison_table(df: pl.DataFrame) -> Any:
     Input("modes-model", "value"),
     Input("modes-hardware", "value"),
     Input("modes-network", "value"),
+    prevent_initial_call=True,
 )
 def update_modes(model: str | None, hardware: str | None, network: str | None) -> Any:
     """Best samples/s per mode against N, the note, the comparison table and URL query."""

@@ -58,33 +58,32 @@ def layout(
     modes = distinct("mode")
     mode = pick(mode, modes, DEFAULT_MODE)
     policies = mode_policies(mode)
+    model, hardware, network = pick(model, models), pick(hardware, hws), pick(network, nets)
+    baseline = pick(baseline, policies, baseline_policy(policies))
+    # the figures come with the layout: no callback round trip or empty first draw
+    fig, note, modes_fig, modes_note, query = update_policies(
+        model, hardware, network, mode, baseline
+    )
     return html.Div(
         [
-            *url_sync("policies"),
+            *url_sync("policies", query),
             html.H2("Transmission policies"),
             html.Div(
                 [
-                    control("Model", dropdown("policies-model", models, pick(model, models))),
-                    control("Hardware", dropdown("policies-hardware", hws, pick(hardware, hws))),
-                    control("Network", dropdown("policies-network", nets, pick(network, nets))),
+                    control("Model", dropdown("policies-model", models, model)),
+                    control("Hardware", dropdown("policies-hardware", hws, hardware)),
+                    control("Network", dropdown("policies-network", nets, network)),
                     control("SGD mode", dropdown("policies-mode", modes, mode)),
-                    control(
-                        "Baseline",
-                        dropdown(
-                            "policies-baseline",
-                            policies,
-                            pick(baseline, policies, baseline_policy(policies)),
-                        ),
-                    ),
+                    control("Baseline", dropdown("policies-baseline", policies, baseline)),
                 ],
                 className="controls",
             ),
-            html.P(id="policies-note"),
-            dcc.Graph(id="policies-graph", config={"displaylogo": False}),
+            html.P(note, id="policies-note"),
+            dcc.Graph(id="policies-graph", figure=fig, config={"displaylogo": False}),
             export_bar("policies-export"),
             html.H2("SGD modes"),
-            html.P(id="policies-modes-note"),
-            dcc.Graph(id="policies-modes", config={"displaylogo": False}),
+            html.P(modes_note, id="policies-modes-note"),
+            dcc.Graph(id="policies-modes", figure=modes_fig, config={"displaylogo": False}),
             export_bar("policies-modes-export"),
         ]
     )
@@ -101,6 +100,7 @@ def layout(
     Input("policies-network", "value"),
     Input("policies-mode", "value"),
     Input("policies-baseline", "value"),
+    prevent_initial_call=True,
 )
 def update_policies(
     model: str | None,

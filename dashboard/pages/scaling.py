@@ -66,9 +66,14 @@ def layout(
         chosen = []
     else:
         chosen = [n for n in networks.split(",") if n in nets]
+    model, hardware = pick(model, models), pick(hardware, hws)
+    metric = pick(metric, list(METRICS), "samples_per_s") or "samples_per_s"
+    logy = ["log"] if y == "log" else []
+    # the figure comes with the layout: no callback round trip or empty first draw
+    fig, message, query = update_scaling(model, hardware, mode, policy, chosen, metric, logy)
     return html.Div(
         [
-            *url_sync("scaling"),
+            *url_sync("scaling", query),
             html.H2("Throughput vs workers"),
             html.P(
                 "Solid: the prediction; shaded: its uncertainty (the store's band edges "
@@ -78,8 +83,8 @@ def layout(
             ),
             html.Div(
                 [
-                    control("Model", dropdown("scaling-model", models, pick(model, models))),
-                    control("Hardware", dropdown("scaling-hardware", hws, pick(hardware, hws))),
+                    control("Model", dropdown("scaling-model", models, model)),
+                    control("Hardware", dropdown("scaling-hardware", hws, hardware)),
                     control("SGD mode", dropdown("scaling-mode", modes, mode)),
                     control(POLICY_LABEL, dropdown("scaling-policy", policies, policy)),
                 ],
@@ -94,7 +99,7 @@ def layout(
                         "Metric",
                         dcc.RadioItems(
                             [{"label": v, "value": k} for k, v in METRICS.items()],
-                            pick(metric, list(METRICS), "samples_per_s"),
+                            metric,
                             id="scaling-metric",
                             inline=True,
                         ),
@@ -103,7 +108,7 @@ def layout(
                         "Axis",
                         dcc.Checklist(
                             [{"label": "logarithmic y", "value": "log"}],
-                            ["log"] if y == "log" else [],
+                            logy,
                             id="scaling-logy",
                             inline=True,
                         ),
@@ -111,8 +116,8 @@ def layout(
                 ],
                 className="controls",
             ),
-            html.P(id="scaling-empty", className="empty"),
-            dcc.Graph(id="scaling-graph", config={"displaylogo": False}),
+            html.P(message, id="scaling-empty", className="empty"),
+            dcc.Graph(id="scaling-graph", figure=fig, config={"displaylogo": False}),
             export_bar("scaling-export"),
         ]
     )
@@ -129,6 +134,7 @@ def layout(
     Input("scaling-networks", "value"),
     Input("scaling-metric", "value"),
     Input("scaling-logy", "value"),
+    prevent_initial_call=True,
 )
 def update_scaling(
     model: str | None,

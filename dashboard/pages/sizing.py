@@ -95,9 +95,11 @@ def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html
     modes = distinct("mode")
     mode = pick(mode, modes, DEFAULT_MODE)
     policies, policy = pick_policy(policy, mode)
+    # the answer comes with the layout: no callback round trip or empty first draw
+    heatmap, answer_table, query = update_sizing(mode, policy)
     return html.Div(
         [
-            *url_sync("sizing"),
+            *url_sync("sizing", query),
             dcc.Location(id="sizing-nav", refresh="callback-nav"),
             html.H2("How many workers?"),
             html.P(
@@ -114,8 +116,8 @@ def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html
                 ],
                 className="controls",
             ),
-            dcc.Graph(id="sizing-heatmap", config={"displaylogo": False}),
-            html.Div(id="sizing-table"),
+            dcc.Graph(id="sizing-heatmap", figure=heatmap, config={"displaylogo": False}),
+            html.Div(answer_table, id="sizing-table"),
             export_bar("sizing-export"),
             html.Details(
                 [
@@ -185,6 +187,7 @@ def _table(best: pl.DataFrame, currency: str) -> Any:
     Output("sizing-query", "data"),
     Input("sizing-mode", "value"),
     Input("sizing-policy", "value"),
+    prevent_initial_call=True,
 )
 def update_sizing(mode: str | None, policy: str | None) -> Any:
     """Heatmap and table of the best N for the selected mode and policy; URL query."""

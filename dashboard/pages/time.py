@@ -98,9 +98,13 @@ def layout(
     model, hardware, network = pick(model, models), pick(hardware, hws), pick(network, nets)
     mode = pick(mode, modes, DEFAULT_MODE)
     policies, policy = pick_policy(policy, mode)
+    trace = pick(trace, traces, default_trace(traces, model, hardware, network))
+    # the figures come with the layout: no callback round trip or empty first draw
+    timeline, steps, step = update_timeline(trace, step)
+    curve = (model, hardware, network, mode, policy)
     return html.Div(
         [
-            *url_sync("time"),
+            *url_sync("time", update_query(*curve, trace, step)),
             html.H2("Where the time goes"),
             html.P(
                 "Against N: how busy the parameter server's link is in each direction, the "
@@ -118,7 +122,11 @@ def layout(
                 ],
                 className="controls",
             ),
-            dcc.Graph(id="time-bottleneck", config={"displaylogo": False}),
+            dcc.Graph(
+                id="time-bottleneck",
+                figure=update_bottleneck(*curve),
+                config={"displaylogo": False},
+            ),
             export_bar("time-export"),
             html.H3("Timeline of a simulated run"),
             html.P(
@@ -134,7 +142,7 @@ def layout(
                         "Trace",
                         dcc.Dropdown(
                             traces,
-                            pick(trace, traces, default_trace(traces, model, hardware, network)),
+                            trace,
                             id="time-trace",
                             clearable=False,
                             placeholder="no traces: list grid points in simulation.chrome_traces",
@@ -142,7 +150,7 @@ def layout(
                     ),
                     control(
                         "Step of worker 0",
-                        dcc.Dropdown([ALL_STEPS], step, id="time-step", clearable=False),
+                        dcc.Dropdown(steps, step, id="time-step", clearable=False),
                     ),
                     html.Button(
                         "Download trace (Chrome JSON)", id="time-trace-download-button", n_clicks=0
@@ -151,7 +159,7 @@ def layout(
                 ],
                 className="controls",
             ),
-            dcc.Graph(id="time-timeline", config={"displaylogo": False}),
+            dcc.Graph(id="time-timeline", figure=timeline, config={"displaylogo": False}),
         ]
     )
 
@@ -163,6 +171,7 @@ def layout(
     Input("time-network", "value"),
     Input("time-mode", "value"),
     Input("time-policy", "value"),
+    prevent_initial_call=True,
 )
 def update_bottleneck(
     model: str | None,
@@ -185,6 +194,7 @@ def update_bottleneck(
     Input("time-policy", "value"),
     Input("time-trace", "value"),
     Input("time-step", "value"),
+    prevent_initial_call=True,
 )
 def update_query(*values: str | None) -> str:
     """URL query of the page's selection."""
@@ -216,6 +226,7 @@ def load_trace(trace: str) -> tuple[pl.DataFrame, str]:
     Output("time-step", "value"),
     Input("time-trace", "value"),
     Input("time-step", "value"),
+    prevent_initial_call=True,
 )
 def update_timeline(trace: str | None, step: str | None) -> Any:
     """Gantt chart of the selected trace file, one step of worker 0 (the chosen one,

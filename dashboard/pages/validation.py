@@ -49,9 +49,12 @@ def layout(model: str | None = None, mode: str | None = None, **_: Any) -> html.
     if not models:
         return html.Div([html.H2("Measured validation"), html.P(_EMPTY, id="validation-empty")])
     modes = measured_modes()
+    model, mode = pick(model, models), pick(mode, modes, "async")
+    # the answer comes with the layout: no callback round trip or empty first draw
+    fig, summary, query, phases = update_validation(model, mode)
     return html.Div(
         [
-            *url_sync("validation"),
+            *url_sync("validation", query),
             html.H2("Measured validation"),
             html.P(
                 "Real TensorFlow training on the emulated-network testbed (N workers, each "
@@ -61,17 +64,15 @@ def layout(model: str | None = None, mode: str | None = None, **_: Any) -> html.
             ),
             html.Div(
                 [
-                    control("Model", dropdown("validation-model", models, pick(model, models))),
-                    control(
-                        "SGD mode", dropdown("validation-mode", modes, pick(mode, modes, "async"))
-                    ),
+                    control("Model", dropdown("validation-model", models, model)),
+                    control("SGD mode", dropdown("validation-mode", modes, mode)),
                 ],
                 className="controls",
             ),
-            dcc.Graph(id="validation-graph", config={"displaylogo": False}),
+            dcc.Graph(id="validation-graph", figure=fig, config={"displaylogo": False}),
             export_bar("validation-export"),
-            html.Div(id="validation-summary"),
-            html.Div(id="validation-phases"),
+            html.Div(summary, id="validation-summary"),
+            html.Div(phases, id="validation-phases"),
         ]
     )
 
@@ -145,6 +146,7 @@ def phase_section(model: str | None, mode: str | None, df: pl.DataFrame) -> list
     Output("validation-phases", "children"),
     Input("validation-model", "value"),
     Input("validation-mode", "value"),
+    prevent_initial_call=True,
 )
 def update_validation(model: str | None, mode: str | None = "async") -> Any:
     """The model's measured-vs-predicted figure in one mode, its MAPE / max error table,
