@@ -403,7 +403,7 @@ def test_html_table_escapes_every_text_and_link():
         [["<script>alert(1)</script>", ("x&y", '/p?a=1&b="2"', "t<i>")], ["two\n\nlines"]],
         "t-id",
     )
-    text = t.to_plotly_json()["props"]["data-html"]
+    text = getattr(t, "data-html")
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert 'href="/p?a=1&amp;b=&quot;2&quot;"' in text and 'title="t&lt;i&gt;"' in text
     assert "<th>a&lt;b</th>" in text and 'id="t-id"' in text

@@ -263,7 +263,7 @@ def cells(table: Any) -> list[list[str]]:
                 self.cell.append(data)
 
     parser = Cells()
-    parser.feed(table.children)
+    parser.feed(getattr(table, "data-html"))  # dashboard.ui.table: the markup of its host
     return [r for r in parser.rows if r]  # the header row has no td
 
 
