@@ -80,6 +80,11 @@ def _rgba(color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
+#: Most points of a scaling curve drawn with a marker on each: a sweep's curves of
+#: N = 1-50 are lines (their 400 markers were a quarter of the figure's first draw).
+MARKED_POINTS = 16
+
+
 def scaling_figure(
     df: pl.DataFrame,
     title: str,
@@ -164,7 +169,7 @@ def scaling_figure(
             go.Scatter(
                 x=x,
                 y=d[metric].to_list(),
-                mode="lines+markers",
+                mode="lines+markers" if len(x) <= MARKED_POINTS else "lines",
                 name=net,
                 legendgroup=net,
                 line={"color": c},

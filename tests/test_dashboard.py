@@ -214,6 +214,17 @@ def test_scaling_figure_lines_ideal_band_best_n_and_stable_colours():
         scaling_figure(df, "M", "nope")
 
 
+def test_a_dense_scaling_curve_is_a_line_and_a_sparse_one_keeps_its_markers():
+    from dashboard.figures import MARKED_POINTS
+
+    n = MARKED_POINTS + 1
+    dense = curve("dense", 1e9, [10.0] * 4).sample(n, with_replacement=True, seed=1)
+    dense = dense.with_columns(workers=pl.Series(range(1, n + 1)))
+    both = pl.concat([dense, curve("sparse", 1e8, [5.0, 6.0, 6.1, 6.0])])
+    modes = {t.name: t.mode for t in scaling_figure(both, "M").data}
+    assert modes["dense"] == "lines" and modes["sparse"] == "lines+markers"
+
+
 def test_policy_figure_gains_against_the_given_baseline_and_y_from_zero():
     df = pl.DataFrame(
         {
