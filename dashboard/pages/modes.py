@@ -9,7 +9,15 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import distinct, has_table, mode_comparison, network_names, pick, search
+from dashboard.data import (
+    cached_layout,
+    distinct,
+    has_table,
+    mode_comparison,
+    network_names,
+    pick,
+    search,
+)
 from dashboard.export import export_bar, register_export
 from dashboard.figures import mode_figure
 from dashboard.ui import control, dropdown, register_url_sync, table, url_sync
@@ -22,6 +30,7 @@ def rows(model: str | None, hardware: str | None, network: str | None) -> pl.Dat
     return mode_comparison(model, hardware, network)
 
 
+@cached_layout
 def layout(
     model: str | None = None,
     hardware: str | None = None,

@@ -11,6 +11,7 @@ from dash import Input, Output, State, callback, dcc, html
 from dashboard.analysis import baseline_policy
 from dashboard.data import (
     DEFAULT_MODE,
+    cached_layout,
     distinct,
     fetch,
     mode_comparison,
@@ -46,6 +47,7 @@ def mode_rows(model: str | None, hardware: str | None, network: str | None) -> p
     return mode_comparison(model, hardware, network)
 
 
+@cached_layout
 def layout(
     model: str | None = None,
     hardware: str | None = None,

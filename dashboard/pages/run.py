@@ -9,12 +9,13 @@ import dash
 import yaml
 from dash import html
 
-from dashboard.data import fetch
+from dashboard.data import cached_layout, fetch
 from dashboard.ui import fmt, table
 
 dash.register_page(__name__, path="/run", name="Run info", title="sgdsim: run info", order=5)
 
 
+@cached_layout
 def layout(**_: Any) -> html.Div:
     runs = fetch("SELECT created_utc, sgdsim_version, config_json FROM runs ORDER BY created_utc")
     profiles = fetch(

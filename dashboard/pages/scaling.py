@@ -10,7 +10,16 @@ import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
 from dashboard.analysis import default_networks
-from dashboard.data import DEFAULT_MODE, distinct, fetch, network_names, pick, pick_policy, search
+from dashboard.data import (
+    DEFAULT_MODE,
+    cached_layout,
+    distinct,
+    fetch,
+    network_names,
+    pick,
+    pick_policy,
+    search,
+)
 from dashboard.export import export_bar, register_export
 from dashboard.figures import METRICS, colors_for, scaling_figure
 from dashboard.ui import (
@@ -46,6 +55,7 @@ def rows(
     )
 
 
+@cached_layout
 def layout(
     model: str | None = None,
     hardware: str | None = None,

@@ -12,6 +12,7 @@ from dash import Input, Output, State, callback, dcc, html, no_update
 from dashboard.analysis import BOTTLENECKS, CURVE, NEAR_PEAK, best_points
 from dashboard.data import (
     DEFAULT_MODE,
+    cached_layout,
     distinct,
     fetch,
     network_names,
@@ -91,6 +92,7 @@ def time_href(model: str, hardware: str, network: str, mode: str, policy: str) -
     )
 
 
+@cached_layout
 def layout(mode: str | None = None, policy: str | None = None, **_: Any) -> html.Div:
     modes = distinct("mode")
     mode = pick(mode, modes, DEFAULT_MODE)

@@ -16,6 +16,7 @@ from dash import Input, Output, State, callback, dcc, html
 from dashboard.analysis import with_bottleneck
 from dashboard.data import (
     DEFAULT_MODE,
+    cached_layout,
     distinct,
     fetch,
     network_names,
@@ -77,6 +78,7 @@ def default_trace(
     return traces[0] if traces else None
 
 
+@cached_layout
 def layout(
     model: str | None = None,
     hardware: str | None = None,

@@ -8,7 +8,7 @@ import dash
 import polars as pl
 from dash import Input, Output, State, callback, dcc, html
 
-from dashboard.data import fetch, has_column, phase_splits, pick, search
+from dashboard.data import cached_layout, fetch, has_column, phase_splits, pick, search
 from dashboard.export import export_bar, register_export
 from dashboard.figures import phase_figure, validation_figure
 from dashboard.ui import control, dropdown, register_url_sync, table, url_sync
@@ -44,6 +44,7 @@ def rows(model: str | None, mode: str | None = "async") -> pl.DataFrame:
     )
 
 
+@cached_layout
 def layout(model: str | None = None, mode: str | None = None, **_: Any) -> html.Div:
     models = fetch("SELECT DISTINCT model FROM validation ORDER BY model")["model"].to_list()
     if not models:
