@@ -97,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def warm_up() -> None:
-    """Build every page's default view once before serving: the store's answers are
-    cached per store version (:func:`dashboard.data.fetch`), so no first visit waits
-    for DuckDB and polars (0.1-0.6 s a page on a 2-core machine)."""
+    """Build every page's default view once before serving: views and the store's
+    answers are kept per store version (:func:`dashboard.data.cached_layout`,
+    :func:`dashboard.data.fetch`), so no first visit waits for DuckDB and polars
+    (0.1-0.6 s a page on a 2-core machine)."""
     for page in dash.page_registry.values():
         # a page that cannot be built says why when it is visited
         with contextlib.suppress(Exception):
