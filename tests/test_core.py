@@ -75,6 +75,46 @@ def test_star_topology_one_shard_shares_the_ps_nic_fairly():
     assert topo.nic_stats()["ps0.out"] == (2e6, pytest.approx(0.2))
 
 
+def test_star_topology_two_way_share_slows_a_direction_while_the_other_carries_data():
+    # 10 MB/s; the pull direction sends at half the rate while a push is on the wire.
+    # A 1 MB pull and a 1 MB push at 0: the push alone in its direction ends at 0.1 s,
+    # the pull has 0.5 MB by then and the rest at the full rate: 0.15 s. A second
+    # push at 0.2 s, with no pull on the wire, goes at the full rate: 0.3 s.
+    sim = Simulation()
+    net = Network(1e7, two_way_share=(0.5, 1.0))
+    topo = StarTopology(sim, net, shards=1, nodes=1, quantum_bytes=0, solo=True)
+    pull, push = _Sink(), _Sink()
+    topo.transfer(0.0, 0, 1, 1e6, "pull", pull)
+    topo.transfer(0.0, 1, 0, 1e6, "push-1", push)
+    sim.schedule(0.2, JOIN, lambda now, _: topo.transfer(now, 1, 0, 1e6, "push-2", push))
+    sim.run()
+    assert pull.arrivals == [(pytest.approx(0.15), "pull")]
+    assert push.arrivals == [(pytest.approx(0.1), "push-1"), (pytest.approx(0.3), "push-2")]
+    # the fair link of several connections: two 1 MB pulls at 0, a 0.5 MB push
+    # from 0.05 to its end: pulls at 2.5 MB/s each meanwhile
+    sim = Simulation()
+    topo = StarTopology(sim, net, shards=1, nodes=2, quantum_bytes=0)
+    a, b, c = _Sink(), _Sink(), _Sink()
+    topo.transfer(0.0, 0, 1, 1e6, "pull-a", a)
+    topo.transfer(0.0, 0, 2, 1e6, "pull-b", b)
+    sim.schedule(0.05, JOIN, lambda now, _: topo.transfer(now, 1, 0, 5e5, "push", c))
+    sim.run()
+    # by 0.05: 0.25 MB each; push alone upstream ends at 0.1 (0.125 MB more each);
+    # the last 0.625 MB each at 5 MB/s: 0.125 s more
+    assert c.arrivals == [(pytest.approx(0.1), "push")]
+    assert a.arrivals[0][0] == pytest.approx(0.225) and b.arrivals[0][0] == pytest.approx(0.225)
+    assert topo.nic_stats()["ps0.out"] == (2e6, pytest.approx(0.225))
+
+
+def test_a_two_way_share_must_be_in_0_1_and_needs_one_shard():
+    with pytest.raises(ValueError, match="two_way_share"):
+        Network(1e7, two_way_share=(0.0, 1.0))
+    with pytest.raises(ValueError, match="two_way_share"):
+        Network(1e7, two_way_share=(1.2, 1.0))
+    with pytest.raises(ValueError, match="one PS shard"):
+        StarTopology(Simulation(), Network(1e7, two_way_share=(0.9, 0.9)), 2, 1, 0)
+
+
 def test_star_topology_shards_route_over_the_node_nic():
     # Two shards (hosts 0, 1), one node (host 2): pulls from both shards to the node
     # share the node's NIC in (10 MB/s): 1 MB each arrive at 0.2 s; the push to

@@ -196,6 +196,16 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
             [net["name"]],
         ).fetchall()
         assert used == [(cal["network_cpu_s_per_byte"],)]
+        # its two-way shares, measured at each N of its PS points, reach those points
+        ps_points = con.execute(
+            "SELECT workers, two_way_share FROM testbed_predictions "
+            "WHERE network = ? AND mode <> 'allreduce'",
+            [net["name"]],
+        ).fetchall()
+        assert set(cal["two_way_share"]) == {str(n) for n, _ in ps_points}
+        for n, share in ps_points:
+            assert 0.8 < min(cal["two_way_share"][str(n)]) <= 1.0
+            assert share == pytest.approx(cal["two_way_share"][str(n)])
         # and its ring message cost, measured at each N > 1 of its allreduce points, those
         alpha = con.execute(
             "SELECT workers, message_overhead_s, sync_step_s > 0 FROM testbed_predictions "

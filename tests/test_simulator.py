@@ -210,6 +210,22 @@ def test_a_token_bucket_shortens_a_lone_workers_step_by_two_bursts():
         simulate_async(w, Network(1e6, burst_bytes=2e4), link_quantum_bytes=1e4, **kw)
 
 
+def test_a_two_way_share_slows_only_overlapping_pulls_and_pushes():
+    # one worker pulls, computes, then pushes: its directions never carry data at
+    # once, so a two-way share changes nothing; two workers overlap one's pull with
+    # the other's push, and lose between nothing and the share's fraction
+    w = workload([0.05, 0.05], [2e5], [0], [2e5], [1], [1e-3], overhead=0.01)
+    kw = dict(steps_per_worker=30, warmup_steps=3, seed=1)
+    half = Network(1e6, two_way_share=(0.5, 0.5))
+    one = simulate_async(w, half, workers=1, **kw).steps_per_s
+    assert one == pytest.approx(simulate_async(w, Network(1e6), workers=1, **kw).steps_per_s)
+    plain = simulate_async(w, Network(1e6), workers=2, **kw).steps_per_s
+    two = simulate_async(w, half, workers=2, **kw)
+    assert 0.5 * plain <= two.steps_per_s < 0.99 * plain
+    again = simulate_async(w, half, workers=2, **kw)
+    assert dataclasses.replace(two, wall_s=0) == dataclasses.replace(again, wall_s=0)
+
+
 def test_identical_results_for_identical_seed():
     w = workload([0.01, 0.02, 0.01], [1e5, 2e5, 3e5], [0, 1, 2], [3e5, 1e5], [1, 2], [1e-3, 1e-3])
     a = simulate_async(w, Network(1e7, 1e-4), workers=5, steps_per_worker=8, warmup_steps=2, seed=3)

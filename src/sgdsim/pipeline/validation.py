@@ -483,9 +483,13 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     :func:`calibrate_push_join_stage`) and, for every N ≥ 2 of an ``allreduce`` point
     measured on this network, :func:`sgdsim.testbed.calibrate.ring_step_overhead`
     at P = N with the validation hardware's threads (``message_overhead_s``
-    maps N to its α less the latency; empty without such points), or
-    ``status`` ``skipped`` with the reason (and zeros) where the testbed
-    cannot run.
+    maps N to its α less the latency; empty without such points), and, for
+    every N of the network's PS points, each direction's share of the
+    one-way rate while both carry data,
+    :func:`sgdsim.testbed.calibrate.two_way_share` (``two_way_share`` maps N
+    to ``[pull, push]``, ``two_way_runs`` to each run's; runs and seconds
+    from ``validation.two_way``), or ``status`` ``skipped`` with the reason
+    (and zeros) where the testbed cannot run.
 
     Raises:
         CalibrationError: the transfer failed (nothing is written).
@@ -496,6 +500,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         network_cpu_per_byte,
         pull_join_delay,
         ring_step_overhead,
+        two_way_share,
     )
 
     config = with_defaults(config)
@@ -505,6 +510,13 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             int(p["workers"])
             for p in validation_points(config)
             if p["mode"] == "allreduce" and p["network"] == net["name"] and int(p["workers"]) > 1
+        }
+    )
+    two_way = sorted(
+        {
+            int(p["workers"])
+            for p in validation_points(config)
+            if p["mode"] != "allreduce" and p["network"] == net["name"]
         }
     )
     why = check_available()
@@ -517,11 +529,12 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "network_cpu_s_per_byte": 0.0,
             "pull_join_delay_s": 0.0,
             "message_overhead_s": {},
+            "two_way_share": {},
         }
     else:
         from sgdsim.progress import progress
 
-        total = 2 + len(ring)
+        total = 2 + len(ring) + len(two_way)
         # the NICs the measurements of this network get
         link = _validation_link(config, net)
         with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
@@ -542,6 +555,17 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
                     float(net["bandwidth_bps"]), float(net["latency_s"]), p, spec, link=link
                 )
                 done.update()
+            shares = {}
+            cal = config["validation"]["two_way"]
+            for n in two_way:
+                shares[n] = two_way_share(
+                    float(net["bandwidth_bps"]),
+                    n,
+                    link,
+                    seconds=float(cal["seconds"]),
+                    runs=int(cal["runs"]),
+                )
+                done.update()
         row |= {
             "status": "ok",
             "reason": "",
@@ -555,7 +579,15 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "message_overhead_s": {str(p): st.overhead_s for p, st in steps.items()},
             "ring_step_s": {str(p): st.step_s for p, st in steps.items()},
             "ring_alone_step_s": {str(p): st.alone_s for p, st in steps.items()},
+            "two_way_share": {str(n): [w.pull_share, w.push_share] for n, w in shares.items()},
+            "two_way_runs": {str(n): [list(r) for r in w.runs] for n, w in shares.items()},
         }
+        for n, w in shares.items():
+            print(
+                f"[calibrate] {net['name']}: {n} connections both ways carry "
+                f"{w.pull_share:.3f} (pull) and {w.push_share:.3f} (push) of the one-way rate",
+                file=sys.stderr,
+            )
         for p, st in steps.items():
             print(
                 f"[calibrate] {net['name']}: a training step of a 4-float model takes "
@@ -856,7 +888,9 @@ def predict_testbed_stage(
     ``calibration_path``: the network's :func:`calibrate_testbed_stage`
     result, whose CPU per byte the prediction charges to the node (see
     :func:`~sgdsim.simulation.point.predict_point`) and whose ring message
-    cost for this N becomes ``simulation.allreduce.message_overhead_s``.
+    cost for this N becomes ``simulation.allreduce.message_overhead_s``, and
+    whose two-way share for this N becomes the network's
+    (:attr:`~sgdsim.simulation.Network.two_way_share`).
     ``push_calibration_path``: the model's :func:`calibrate_push_join_stage`
     result on this network, its push join delay (0 without it).
     ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
@@ -877,11 +911,15 @@ def predict_testbed_stage(
     network = _testbed_network(config, net, tables_dir)
     net_cpu = overhead = 0.0
     pull_delay = push_delay = JoinDelay((0.0,))
+    two_way = None
     if calibration_path is not None and network.name != LOOPBACK_FIT:
         cal = json.loads(Path(calibration_path).read_text())
         net_cpu = float(cal["network_cpu_s_per_byte"])
         pull_delay = JoinDelay.of(float(cal.get("pull_join_delay_s", 0.0)))
         overhead = _message_overhead(cal, workers)
+        two_way = cal.get("two_way_share", {}).get(str(workers))
+        if two_way is not None:
+            network = dataclasses.replace(network, two_way_share=tuple(two_way))
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
         joins = json.loads(Path(push_calibration_path).read_text())
         push_delay = _join_delay_of(joins, "push")
@@ -931,6 +969,7 @@ def predict_testbed_stage(
         "pull_join_sd_s": list(pull_delay.sd_s),
         "push_join_delays_s": list(push_delay.mean_s),
         "push_join_sd_s": list(push_delay.sd_s),
+        "two_way_share": two_way,
         "message_overhead_s": overhead,
         **extra,
         **predict_point(

@@ -286,7 +286,7 @@ def _run_model(
     :func:`simulate_async`, checked there): the bulk :class:`FastFifoRun` for
     whole-tensor FIFO policies on one PS without quantum, join delays
     (``join_delays_s``: pulls', pushes'), step ratios (``step_scale``) or token
-    bucket (``network.burst_bytes``), and
+    bucket (``network.burst_bytes``) or two-way share (``network.two_way_share``), and
     with a pull gap only as a pure delay on a fair PS NIC; :class:`AsyncPSModel`
     otherwise, compiled (:func:`.fast_general.run_model`, the same figures) where
     :func:`.fast_general.supports` it."""
@@ -296,7 +296,12 @@ def _run_model(
     if serial_gap:
         spec = dataclasses.replace(spec, pull_gap_s=pull_gap_s, pull_gap_cpu=pull_gap_cpu)
     gap_ok = not serial_gap or (_GAP_FAST and not pull_gap_cpu and ps_discipline == "fair")
-    plain = not (link_quantum_bytes or any(join_delays_s) or network.burst_bytes)
+    plain = not (
+        link_quantum_bytes
+        or any(join_delays_s)
+        or network.burst_bytes
+        or network.two_way_share != (1.0, 1.0)
+    )
     fast = gap_ok and plain and step_scale is None
     if policy in _FAST_POLICIES and workload.ps_tasks == 1 and fast:
         return FastFifoRun(

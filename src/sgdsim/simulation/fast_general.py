@@ -770,7 +770,7 @@ _QUEUE_KINDS = {
 def supports(model: AsyncPSModel) -> bool:
     """Whether :func:`run_model` runs ``model``: one PS shard, the ``fair``
     discipline (one worker: the link ``SoloLink``, whose arithmetic is
-    ``FairLink``'s with one flow) without a token bucket, processor sharing,
+    ``FairLink``'s with one flow) without a token bucket or two-way share, processor sharing,
     no shared cores, no join delay, no step ratios, no trace, a pull order the
     policy fixes and the registry's queues."""
     return (
@@ -779,6 +779,7 @@ def supports(model: AsyncPSModel) -> bool:
         and not model.sharded
         and isinstance(model.topology.links[DOWN], FairLink | SoloLink)
         and model.topology.links[DOWN].bucket is None
+        and not model.topology.two_way
         and not model.shared_cpu
         and model.trace is None
         and not model.join_delay_s

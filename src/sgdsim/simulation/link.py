@@ -388,6 +388,19 @@ class FairLink:
         gap = h[0][0] - g
         return self.t + (gap if gap > 0.0 else 0.0) * k / self.capacity
 
+    def set_capacity(self, now: float, capacity_Bps: float) -> None:
+        """From ``now`` (s) on, the link sends at ``capacity_Bps`` (bytes/s, > 0);
+        the clocks advance to ``now`` at the old rate first."""
+        k = self.k
+        if k:
+            dt = now - self.t
+            self.g += dt * self.capacity / k
+            self.busy_s += dt
+        elif self.bucket is not None:
+            self.bucket.fill((now - self.t) * self.capacity)
+        self.t = now
+        self.capacity = capacity_Bps
+
     def next_departure(self) -> float | None:
         """Real time at which the next flow leaves if nothing else joins, or None."""
         h = self._heap
@@ -503,6 +516,18 @@ class SoloLink:
         self.head_end = end
         gap = end - g
         return self.t + (gap if gap > 0.0 else 0.0) / self.capacity
+
+    def set_capacity(self, now: float, capacity_Bps: float) -> None:
+        """From ``now`` (s) on, the link sends at ``capacity_Bps`` (bytes/s, > 0);
+        the clock advances to ``now`` at the old rate first."""
+        if self.payload is not None:
+            dt = now - self.t
+            self.g += dt * self.capacity
+            self.busy_s += dt
+        elif self.bucket is not None:
+            self.bucket.fill((now - self.t) * self.capacity)
+        self.t = now
+        self.capacity = capacity_Bps
 
     def next_departure(self) -> float | None:
         """Real time at which the flow leaves, or None if the link is idle."""

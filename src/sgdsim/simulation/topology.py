@@ -70,26 +70,39 @@ class StarTopology:
     node's NIC can bind too, and each direction is a
     :class:`~sgdsim.simulation.link.MaxMinLink` over all NICs.
 
+    With a ``network.two_way_share`` below 1 (one shard, no quantum), each PS
+    NIC direction sends at that share of its capacity while the other
+    direction has a flow on it, at the full capacity otherwise; the rate
+    changes at the moment the other direction turns busy or idle.
+
     While an arrival is being handled, links whose next departure changes are
     rescheduled once when it is done, in link order (the departing link
     first among equals), which fixes the order of simultaneous events.
 
     Args:
         sim: the event loop.
-        network: NIC capacity (bytes/s per direction), latency (s) and the PS
-            NIC's token bucket (``burst_bytes``; :class:`~sgdsim.simulation.link.TokenBucket`).
+        network: NIC capacity (bytes/s per direction), latency (s), the PS
+            NIC's token bucket (``burst_bytes``; :class:`~sgdsim.simulation.link.TokenBucket`)
+            and two-way share (``two_way_share``).
         shards: PS shards (≥ 1).
         nodes: worker nodes (≥ 1).
         quantum_bytes: with one shard, the round-robin quantum (0: processor sharing).
         solo: with one shard and no quantum, one connection per direction uses
             the link, sending one flow at a time.
+
+    Raises:
+        ValueError: a token bucket or a two-way share below 1 with several
+            shards or a quantum.
     """
 
     __slots__ = (
         "_adds",
+        "_busy",
         "_deferred",
         "_ports",
         "_refill",
+        "_share",
+        "capacity",
         "links",
         "nodes",
         "shards",
@@ -107,11 +120,18 @@ class StarTopology:
         self.shards = shards
         self.nodes = nodes
         cap, burst = network.bandwidth_Bps, network.burst_bytes
-        if burst and (shards > 1 or quantum_bytes > 0):
-            raise ValueError(
-                f"network {network.name}: a token bucket (burst_bytes) needs one PS shard "
-                "and no link quantum"
-            )
+        for what, value in (
+            ("a token bucket (burst_bytes)", burst),
+            ("a two-way share below 1 (two_way_share)", network.two_way_share != (1.0, 1.0)),
+        ):
+            if value and (shards > 1 or quantum_bytes > 0):
+                raise ValueError(
+                    f"network {network.name}: {what} needs one PS shard and no link quantum"
+                )
+        self.capacity = cap
+        # the two directions' shares while the other carries data; None: no coupling
+        self._share = None if network.two_way_share == (1.0, 1.0) else network.two_way_share
+        self._busy = [False, False]
         links: list[Any]
         if shards > 1:
             links = [MaxMinLink(cap, shards + nodes) for _ in (DOWN, UP)]
@@ -143,10 +163,36 @@ class StarTopology:
             self._adds[d](now, size_bytes, (conn, unit), conn, route)
         else:
             self._adds[d](now, size_bytes, (conn, unit), conn)
+        changed = 1 << d
+        if self._share is not None:
+            changed |= self._couple(now)
         if self._deferred:
-            self._deferred |= 1 << d
+            self._deferred |= changed
         else:
-            self._ports[d].reschedule()
+            if changed & 1:
+                self._ports[DOWN].reschedule()
+            if changed & 2:
+                self._ports[UP].reschedule()
+
+    @property
+    def two_way(self) -> bool:
+        """Whether a direction's rate drops while the other carries data
+        (``Network.two_way_share``)."""
+        return self._share is not None
+
+    def _couple(self, now: float) -> int:
+        """Set each direction's rate for whether the other carries data at ``now``
+        (s); bit ``d`` set for each link whose rate changed."""
+        share, busy, links = self._share, self._busy, self.links
+        assert share is not None
+        changed = 0
+        for d in (DOWN, UP):
+            other = links[1 - d].active > 0
+            if other != busy[1 - d]:
+                links[d].set_capacity(now, self.capacity * (share[d] if other else 1.0))
+                changed |= 1 << d
+        busy[DOWN], busy[UP] = links[DOWN].active > 0, links[UP].active > 0
+        return changed
 
     def _depart(self, d: int, now: float, version: int) -> bool:
         """Link ``d``'s next departure at ``now``. When the arrival changed no other
@@ -169,6 +215,11 @@ class StarTopology:
                 src, dst = conn.route(nxt)
                 self.transfer(now, src, dst, nxt[0], nxt, conn)
                 t = link.next_departure()
+            if self._share is not None:
+                changed = self._couple(now)
+                if changed & bit:
+                    t = link.next_departure()
+                self._deferred |= changed
             deferred = self._deferred
             self._deferred = 0
             if deferred != bit:

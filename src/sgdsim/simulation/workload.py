@@ -33,15 +33,25 @@ class Network:
             ``min(burst_bytes, t · bandwidth_Bps)`` bytes of tokens, and that
             many bytes then leave at once (Linux ``tbf``, the testbed's shaper:
             tc-tbf(8)). 0: a plain NIC, which never sends above its rate.
+        two_way_share: (pull direction, push direction): the share of
+            ``bandwidth_Bps`` a PS NIC direction carries while the other
+            direction carries data too, each in (0, 1]. Each direction's ACKs
+            travel in the other's queue; behind a FIFO full of data they come
+            late, and TCP's windows, clocked by them, leave the link partly
+            idle (two-way traffic: Zhang, Shenker, Clark, SIGCOMM 1991).
+            Measured on the testbed by
+            :func:`sgdsim.testbed.calibrate.two_way_share`; (1, 1): no loss.
 
     Raises:
-        ValueError: bandwidth ≤ 0, latency < 0 or burst_bytes < 0.
+        ValueError: bandwidth ≤ 0, latency < 0, burst_bytes < 0 or a
+            two_way_share outside (0, 1].
     """
 
     bandwidth_Bps: float
     latency_s: float = 0.0
     name: str = "net"
     burst_bytes: float = 0.0
+    two_way_share: tuple[float, float] = (1.0, 1.0)
 
     def __post_init__(self) -> None:
         if not self.bandwidth_Bps > 0:
@@ -52,6 +62,13 @@ class Network:
             raise ValueError(f"network {self.name}: latency must be >= 0, got {self.latency_s}")
         if not self.burst_bytes >= 0:
             raise ValueError(f"network {self.name}: burst must be >= 0, got {self.burst_bytes}")
+        share = tuple(float(x) for x in self.two_way_share)
+        if len(share) != 2 or not all(0.0 < x <= 1.0 for x in share):
+            raise ValueError(
+                f"network {self.name}: two_way_share needs two shares in (0, 1], "
+                f"got {self.two_way_share}"
+            )
+        object.__setattr__(self, "two_way_share", share)
 
     @classmethod
     def from_bits(cls, bandwidth_bps: float, latency_s: float = 0.0, name: str = "net") -> Network:

@@ -24,6 +24,7 @@ step's pulled and pushed bytes.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import os
@@ -46,15 +47,16 @@ from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks
 
 _PORT = 5201
 
-# both ends of a bidirectional bulk transfer: send SIZE bytes while receiving SIZE
+# one end of a bidirectional bulk transfer: send SIZE bytes while receiving SIZE;
+# with OUT, write each receive's (monotonic time, bytes so far) there, a pair per line
 _PEER = r"""
-import socket, sys, threading
-role, size, host, port = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+import socket, sys, threading, time
+role, host, out = sys.argv[1], sys.argv[3], sys.argv[5] if len(sys.argv) > 5 else None
+size, port = int(sys.argv[2]), int(sys.argv[4])
 if role == "server":
     ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((host, port)); ls.listen(1); c, _ = ls.accept()
 else:
-    import time
     for _ in range(200):
         try:
             c = socket.create_connection((host, port)); break
@@ -66,13 +68,17 @@ def send():
     while left > 0:
         n = min(left, len(chunk)); c.sendall(chunk[:n]); left -= n
 t = threading.Thread(target=send); t.start()
-got = 0
+got, marks = 0, []
 while got < size:
     b = c.recv(1 << 20)
     if not b:
         break
     got += len(b)
+    if out:
+        marks.append(f"{time.monotonic()!r} {got}")
 t.join(); c.close()
+if out:
+    open(out, "w").write("\n".join(marks) + "\n")
 sys.exit(0 if got == size else 1)
 """
 
@@ -180,6 +186,139 @@ def network_cpu_per_byte(
     loop = _transfer(size, None, timeout)
     moved = 2 * size
     return NetworkCpu(shaped / moved, loop / moved, bandwidth_bps, moved)
+
+
+@dataclass(frozen=True)
+class TwoWay:
+    """The share of a PS NIC's payload rate each direction carries while both do.
+
+    Attributes:
+        workers: connections, one per worker, each sending both ways.
+        pull_share: mean over runs of the PS → workers rate while every
+            connection sends both ways, over the rate one way alone
+            (the link's rate less headers), in (0, 1].
+        push_share: the same for workers → PS.
+        runs: (runs, 2) each run's (pull, push) share.
+    """
+
+    workers: int
+    pull_share: float
+    push_share: float
+    runs: tuple[tuple[float, float], ...]
+
+
+def _window_rate(marks: Sequence[Sequence[tuple[float, int]]], lo: float, hi: float) -> float:
+    """Bytes/s all receivers of ``marks`` (each a list of (time, bytes so far))
+    got between ``lo`` and ``hi`` (s), each flow's count read at its last mark
+    before each end."""
+    got = 0
+    for m in marks:
+        times = [t for t, _ in m]
+        i = max(0, bisect.bisect_right(times, lo) - 1)
+        j = max(0, bisect.bisect_right(times, hi) - 1)
+        got += m[j][1] - m[i][1]
+    return got / (hi - lo)
+
+
+def two_way_share(
+    bandwidth_bps: float,
+    workers: int,
+    link: Link = Link(),
+    seconds: float = 8.0,
+    runs: int = 3,
+    settle_s: float = 0.5,
+) -> TwoWay:
+    """Measure what each PS NIC direction carries while both carry data, on the testbed.
+
+    In a ``workers``-worker testbed of ``link``'s NICs, each worker opens one
+    TCP connection to the PS (as gRPC does) and both ends send ``seconds``
+    worth of the link's rate divided among the connections at once, ``runs``
+    times. Each direction's rate is read over the window in which every
+    connection still sends both ways, from ``settle_s`` after the last one's
+    first byte (slow start) to the first one's last byte; its share is that
+    rate over the link's payload rate one way
+    (:func:`sgdsim.simulation.bounds.tbf_payload_fraction` of
+    ``bandwidth_bps``: measured one way on this VM at MTU 1500, 0.951–0.956
+    of the rate, against 0.956), at most 1. Behind a FIFO each direction's
+    ACKs wait in the other's queue, and the share drops (docs/steady-state.md,
+    "Two-way traffic through a FIFO").
+
+    Raises:
+        TestbedUnavailable: the testbed cannot run here.
+        CalibrationError: a transfer failed, took longer than ``10 × seconds +
+            30`` s, or the connections never all sent both ways at once.
+        ValueError: ``bandwidth_bps``, ``seconds``, ``workers`` or ``runs`` not > 0.
+    """
+    from sgdsim.simulation.bounds import tbf_payload_fraction
+
+    if not (bandwidth_bps > 0 and seconds > 0 and workers > 0 and runs > 0):
+        raise ValueError(
+            f"need bandwidth_bps, seconds, workers and runs > 0, "
+            f"got {bandwidth_bps}, {seconds}, {workers}, {runs}"
+        )
+    size = int(bandwidth_bps / 8 * seconds / workers)
+    one_way = bandwidth_bps / 8 * tbf_payload_fraction(link.mtu)
+    timeout = 10 * seconds + 30
+    shares = []
+    for _ in range(runs):
+        with (
+            tempfile.TemporaryDirectory(prefix="sgdsim-twoway-") as tmp,
+            Testbed(workers, bandwidth_bps, link=link) as tb,
+        ):
+            procs = []
+            for i in range(workers):
+                out = f"{tmp}/ps{i}"
+                argv = [sys.executable, "-c", _PEER, "server", str(size), "0.0.0.0"]
+                procs.append(tb.popen("ps", [*argv, str(_PORT + i), out]))
+            for i in range(workers):
+                argv = [sys.executable, "-c", _PEER, "client", str(size)]
+                argv += [tb.address("ps"), str(_PORT + i), f"{tmp}/w{i}"]
+                procs.append(tb.popen(f"w{i}", argv))
+            deadline = time.monotonic() + timeout
+            for p in procs:
+                try:
+                    rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired as e:
+                    raise CalibrationError(
+                        f"two-way transfer of {workers} connections took over {timeout:g} s"
+                    ) from e
+                if rc != 0:
+                    raise CalibrationError(f"two-way transfer failed (exit code {rc})")
+            marks = {
+                name: [_read_marks(Path(tmp) / f"{name}{i}") for i in range(workers)]
+                for name in ("ps", "w")
+            }
+        every = marks["ps"] + marks["w"]
+        lo = max(m[0][0] for m in every) + settle_s
+        hi = min(m[-1][0] for m in every)
+        if not hi > lo:
+            raise CalibrationError(
+                f"the {workers} connections never all sent both ways for more than "
+                f"{settle_s:g} s; raise seconds (now {seconds:g})"
+            )
+        pull = min(1.0, _window_rate(marks["w"], lo, hi) / one_way)
+        push = min(1.0, _window_rate(marks["ps"], lo, hi) / one_way)
+        shares.append((pull, push))
+    return TwoWay(
+        workers,
+        statistics.fmean(p for p, _ in shares),
+        statistics.fmean(q for _, q in shares),
+        tuple(shares),
+    )
+
+
+def _read_marks(path: Path) -> list[tuple[float, int]]:
+    """A :data:`_PEER` receiver's (time, bytes so far) marks.
+
+    Raises:
+        CalibrationError: the receiver got nothing.
+    """
+    marks = [
+        (float(t), int(b)) for t, b in (ln.split() for ln in path.read_text().split("\n") if ln)
+    ]
+    if not marks:
+        raise CalibrationError(f"a two-way transfer's receiver got no bytes ({path.name})")
+    return marks
 
 
 @dataclass(frozen=True)
