@@ -144,20 +144,27 @@ def _transfer(size: int, testbed: Testbed | None, timeout_s: float) -> float:
     try:
         launch("ps", "server", bind)
         launch("w0", "client", host)
-        deadline = time.monotonic() + timeout_s
-        for p in procs:
-            try:
-                rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired as e:
-                raise CalibrationError(
-                    f"calibration transfer of {size} bytes took over {timeout_s:g} s"
-                ) from e
-            if rc != 0:
-                raise CalibrationError(f"calibration transfer failed (exit code {rc})")
+        _wait_all(procs, timeout_s, f"calibration transfer of {size} bytes")
         return kernel_cpu_s() - t0
     finally:
         for p in procs:
             stop(p)
+
+
+def _wait_all(procs: Sequence[subprocess.Popen[bytes]], timeout_s: float, what: str) -> None:
+    """Wait for every process of ``what`` to exit 0 within ``timeout_s`` seconds.
+
+    Raises:
+        CalibrationError: one took longer or exited with another code.
+    """
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        try:
+            rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired as e:
+            raise CalibrationError(f"{what} took over {timeout_s:g} s") from e
+        if rc != 0:
+            raise CalibrationError(f"{what} failed (exit code {rc})")
 
 
 def network_cpu_per_byte(
@@ -274,16 +281,7 @@ def two_way_share(
                 argv = [sys.executable, "-c", _PEER, "client", str(size)]
                 argv += [tb.address("ps"), str(_PORT + i), f"{tmp}/w{i}"]
                 procs.append(tb.popen(f"w{i}", argv))
-            deadline = time.monotonic() + timeout
-            for p in procs:
-                try:
-                    rc = p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired as e:
-                    raise CalibrationError(
-                        f"two-way transfer of {workers} connections took over {timeout:g} s"
-                    ) from e
-                if rc != 0:
-                    raise CalibrationError(f"two-way transfer failed (exit code {rc})")
+            _wait_all(procs, timeout, f"two-way transfer of {workers} connections")
             marks = {
                 name: [_read_marks(Path(tmp) / f"{name}{i}") for i in range(workers)]
                 for name in ("ps", "w")
