@@ -512,7 +512,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             if p["mode"] == "allreduce" and p["network"] == net["name"] and int(p["workers"]) > 1
         }
     )
-    two_way = sorted(
+    two_way_ns = sorted(
         {
             int(p["workers"])
             for p in validation_points(config)
@@ -534,7 +534,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     else:
         from sgdsim.progress import progress
 
-        total = 2 + len(ring) + len(two_way)
+        total = 2 + len(ring) + len(two_way_ns)
         # the NICs the measurements of this network get
         link = _validation_link(config, net)
         with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
@@ -557,7 +557,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
                 done.update()
             shares = {}
             cal = config["validation"]["two_way"]
-            for n in two_way:
+            for n in two_way_ns:
                 shares[n] = two_way_share(
                     float(net["bandwidth_bps"]),
                     n,

@@ -201,17 +201,23 @@ class TwoWay:
 
     Attributes:
         workers: connections, one per worker, each sending both ways.
-        pull_share: mean over runs of the PS → workers rate while every
-            connection sends both ways, over the rate one way alone
-            (the link's rate less headers), in (0, 1].
-        push_share: the same for workers → PS.
-        runs: (runs, 2) each run's (pull, push) share.
+        runs: (runs, 2) each run's (pull, push) share: the PS → workers
+            (workers → PS) rate while every connection sends both ways, over
+            the rate one way alone (the link's rate less headers), in (0, 1].
     """
 
     workers: int
-    pull_share: float
-    push_share: float
     runs: tuple[tuple[float, float], ...]
+
+    @property
+    def pull_share(self) -> float:
+        """Mean pull share over the runs."""
+        return statistics.fmean(p for p, _ in self.runs)
+
+    @property
+    def push_share(self) -> float:
+        """Mean push share over the runs."""
+        return statistics.fmean(q for _, q in self.runs)
 
 
 def _window_rate(marks: Sequence[Sequence[tuple[float, int]]], lo: float, hi: float) -> float:
@@ -231,8 +237,8 @@ def two_way_share(
     bandwidth_bps: float,
     workers: int,
     link: Link = Link(),
-    seconds: float = 8.0,
-    runs: int = 3,
+    seconds: float = 4.0,
+    runs: int = 6,
     settle_s: float = 0.5,
 ) -> TwoWay:
     """Measure what each PS NIC direction carries while both carry data, on the testbed.
@@ -297,12 +303,7 @@ def two_way_share(
         pull = min(1.0, _window_rate(marks["w"], lo, hi) / one_way)
         push = min(1.0, _window_rate(marks["ps"], lo, hi) / one_way)
         shares.append((pull, push))
-    return TwoWay(
-        workers,
-        statistics.fmean(p for p, _ in shares),
-        statistics.fmean(q for _, q in shares),
-        tuple(shares),
-    )
+    return TwoWay(workers, tuple(shares))
 
 
 def _read_marks(path: Path) -> list[tuple[float, int]]:
