@@ -17,6 +17,7 @@ from sgdsim.testbed.capture import (
     saturated_rate,
     start_excess,
     step_boundaries,
+    two_way_shares,
 )
 
 
@@ -224,3 +225,31 @@ def test_join_delays_of_the_joins_carry_the_last_k_measured_well():
     assert signed.joins_s == (tuple(ones), tuple(ones), (-0.1,) * 6, (-0.1,) * 6)
     assert signed.mean_s == pytest.approx((0.03, 0.03, -0.1, -0.1))
     assert join_delay_of({2: ones}, workers=3, signed=True).joins_s == ((0.0,), tuple(ones))
+
+
+def test_two_way_shares_compare_each_direction_beside_the_other_with_it_alone():
+    # one packet per ms (times mid-bin): a pull (PS .1 to worker .2) alone from 0 to
+    # 0.5 s at 1000 B/ms, beside a push (worker .3 to the PS) from 0.5 to 1 s at
+    # 800 B/ms while the push gets 700, then the push alone to 1.5 s at 1000 B/ms
+    rows = []
+    for i in range(1500):
+        t = i * 0.001 + 0.0005
+        if t < 0.5:
+            rows.append((t, 1, 2, 1000))
+        elif t < 1.0:
+            rows += [(t, 1, 2, 800), (t, 3, 1, 700)]
+        else:
+            rows.append((t, 3, 1, 1000))
+    rows += [(0.2 + i * 0.001, 3, 1, 50) for i in range(10)]  # a small RPC: no transfer
+    rows.sort()
+    a = np.array(rows)
+    p = Packets(a[:, 0], a[:, 1].astype(int), a[:, 2].astype(int), a[:, 3].astype(int))
+    got = two_way_shares(p, 1, [2, 3], pull_bytes=1e6, push_bytes=1e6)
+    assert got == pytest.approx((0.8, 0.7), abs=0.01)
+    # the push starting at 0.95 s: 50 ms beside the pull, too little to tell
+    late = (p.src != 3) | (p.t < 0.5) | (p.t >= 0.95)
+    q = Packets(p.t[late], p.src[late], p.dst[late], p.payload[late])
+    assert two_way_shares(q, 1, [2, 3], 1e6, 1e6, min_s=0.04) is not None
+    assert two_way_shares(q, 1, [2, 3], 1e6, 1e6, min_s=0.06) is None
+    with pytest.raises(ValueError, match="bytes"):
+        two_way_shares(p, 1, [2, 3], 0.0, 1e6)

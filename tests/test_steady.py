@@ -424,7 +424,67 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
         joins = got[f"{name}_join_growth_s"]
         assert {k: len(v) for k, v in windows.items()} == {k: len(v) for k, v in joins.items()}
         assert all(0.0 < w < 60.0 for v in windows.values() for w in v)
+    # and, from the same capture, each direction's rate beside the other over its rate
+    # alone at the 2 workers it trained (null when it had too little of either)
+    (share,) = got["two_way_share"].values()
+    assert list(got["two_way_share"]) == ["2"]
+    assert share is None or (len(share) == 2 and all(0.0 < s <= 1.0 for s in share))
     assert child_processes() == []
+
+
+def test_a_fifo_networks_two_way_share_is_captured_at_each_n_and_given_to_its_points(
+    monkeypatch, tmp_path
+):
+    import yaml
+    from conftest import ROOT
+
+    import sgdsim.testbed
+    import sgdsim.testbed.calibrate as calibrate
+    import sgdsim.testbed.capture as capture
+    from sgdsim.pipeline.validation import _two_way_share_at, calibrate_push_join_stage
+    from sgdsim.simulation.connection import JoinDelay
+
+    # which N the stage trains and captures; the captures themselves have their tests
+    trained: list[tuple[str, int]] = []
+
+    def joins(**kw):
+        trained.append(("joins", kw["workers"]))
+        none = JoinDelay((0.0,))
+        return calibrate.TrainingJoins(
+            none, none, {}, {}, 1.0, kw["workers"], two_way_share=(0.8, 0.7)
+        )
+
+    def two_way(**kw):
+        trained.append(("two-way", kw["workers"]))
+        return None if kw["workers"] == 3 else (0.95, 0.9)
+
+    monkeypatch.setattr(sgdsim.testbed, "check_available", lambda: None)
+    monkeypatch.setattr(capture, "tcpdump_missing", lambda: None)
+    monkeypatch.setattr(calibrate, "training_join_delays", joins)
+    monkeypatch.setattr(calibrate, "training_two_way_share", two_way)
+    workload = tmp_path / "w.json"
+    one_tensor_workload(0.1, 1e6, 0.01).save(workload)
+    config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    fifo = dict(config["validation"]["networks"][0], name="fifo", queue="fifo")
+    config["validation"] |= {
+        "networks": [config["validation"]["networks"][0], fifo],
+        "points": [{"model": "LeNet5", "workers": [1, 2, 3, 4], "networks": ["fifo", "100Mbps"]}],
+    }
+    got = {}
+    for name in ("fifo", "100Mbps"):
+        out = tmp_path / f"{name}.json"
+        calibrate_push_join_stage(config, str(workload), str(out), name, "cpu", "LeNet5")
+        got[name] = json.loads(out.read_text())
+    # behind the FIFO every N >= 2 of the points, the largest from the join capture;
+    # a fair queue only the largest
+    assert trained == [("joins", 4), ("two-way", 2), ("two-way", 3), ("joins", 4)]
+    assert got["fifo"]["two_way_share"] == {"2": [0.95, 0.9], "3": None, "4": [0.8, 0.7]}
+    assert got["100Mbps"]["two_way_share"] == {"4": [0.8, 0.7]}
+    # a point takes its N's share, else the nearest captured N's (the smaller on a tie)
+    at = {n: _two_way_share_at(got["fifo"], n) for n in (1, 2, 3, 4, 6)}
+    assert at == {1: (0.95, 0.9), 2: (0.95, 0.9), 3: (0.95, 0.9), 4: (0.8, 0.7), 6: (0.8, 0.7)}
+    assert _two_way_share_at(got["100Mbps"], 2) == (0.8, 0.7)
+    assert _two_way_share_at({"push_join_delay_s": 0.0}, 2) is None
 
 
 @pytest.mark.slow

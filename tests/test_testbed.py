@@ -852,22 +852,6 @@ def test_a_validation_network_sets_its_own_queueing_regime(tmp_path):
         assert seen.bandwidth_Bps == pytest.approx(1e8 / 8 * tbf_payload_fraction(mtu))
 
 
-def test_two_way_calibration_reads_both_directions_of_real_connections(testbed_ok):
-    from sgdsim.testbed.calibrate import two_way_share
-
-    # two connections through fair queues at MTU 1500: each direction carries its
-    # payload rate less the other's ACKs, a few percent (measured 0.95-0.97)
-    r = two_way_share(50e6, 2, Link(mtu=1500), seconds=2.0, runs=2)
-    print(r)
-    assert r.workers == 2 and len(r.runs) == 2
-    for pull, push in r.runs:
-        assert 0.85 < pull <= 1.0 and 0.85 < push <= 1.0
-    assert r.pull_share == pytest.approx(sum(p for p, _ in r.runs) / 2)
-    assert child_processes() == []
-    with pytest.raises(ValueError, match="need bandwidth_bps"):
-        two_way_share(50e6, 0)
-
-
 def test_calibration_builds_the_nics_its_network_measures_on(testbed_ok, monkeypatch):
     import sgdsim.testbed.calibrate as calibrate
     from sgdsim.testbed.netns import Testbed

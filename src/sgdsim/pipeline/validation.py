@@ -472,6 +472,17 @@ def _measure_sync(
         pl.DataFrame([row]).write_parquet(tmp)
 
 
+def _two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float] | None:
+    """The ``(pull, push)`` two-way share a :func:`calibrate_push_join_stage` JSON
+    gives N ``workers``: the one captured at N, else at the captured N nearest
+    to it (the smaller on a tie); None without any."""
+    shares = {int(n): v for n, v in (joins.get("two_way_share") or {}).items() if v}
+    if not shares:
+        return None
+    n = min(shares, key=lambda k: (abs(k - workers), k))
+    return float(shares[n][0]), float(shares[n][1])
+
+
 def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name: str) -> None:
     """Calibrate the testbed for one validation network (JSON).
 
@@ -483,13 +494,9 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     :func:`calibrate_push_join_stage`) and, for every N ≥ 2 of an ``allreduce`` point
     measured on this network, :func:`sgdsim.testbed.calibrate.ring_step_overhead`
     at P = N with the validation hardware's threads (``message_overhead_s``
-    maps N to its α less the latency; empty without such points), and, for
-    every N of the network's PS points, each direction's share of the
-    one-way rate while both carry data,
-    :func:`sgdsim.testbed.calibrate.two_way_share` (``two_way_share`` maps N
-    to ``[pull, push]``, ``two_way_runs`` to each run's; runs and seconds
-    from ``validation.two_way``), or ``status`` ``skipped`` with the reason
-    (and zeros) where the testbed cannot run.
+    maps N to its α less the latency; empty without such points), or
+    ``status`` ``skipped`` with the reason (and zeros) where the testbed
+    cannot run.
 
     Raises:
         CalibrationError: the transfer failed (nothing is written).
@@ -500,7 +507,6 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         network_cpu_per_byte,
         pull_join_delay,
         ring_step_overhead,
-        two_way_share,
     )
 
     config = with_defaults(config)
@@ -510,13 +516,6 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             int(p["workers"])
             for p in validation_points(config)
             if p["mode"] == "allreduce" and p["network"] == net["name"] and int(p["workers"]) > 1
-        }
-    )
-    two_way_ns = sorted(
-        {
-            int(p["workers"])
-            for p in validation_points(config)
-            if p["mode"] != "allreduce" and p["network"] == net["name"]
         }
     )
     why = check_available()
@@ -529,12 +528,11 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "network_cpu_s_per_byte": 0.0,
             "pull_join_delay_s": 0.0,
             "message_overhead_s": {},
-            "two_way_share": {},
         }
     else:
         from sgdsim.progress import progress
 
-        total = 2 + len(ring) + len(two_way_ns)
+        total = 2 + len(ring)
         # the NICs the measurements of this network get
         link = _validation_link(config, net)
         with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
@@ -555,17 +553,6 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
                     float(net["bandwidth_bps"]), float(net["latency_s"]), p, spec, link=link
                 )
                 done.update()
-            shares = {}
-            cal = config["validation"]["two_way"]
-            for n in two_way_ns:
-                shares[n] = two_way_share(
-                    float(net["bandwidth_bps"]),
-                    n,
-                    link,
-                    seconds=float(cal["seconds"]),
-                    runs=int(cal["runs"]),
-                )
-                done.update()
         row |= {
             "status": "ok",
             "reason": "",
@@ -579,15 +566,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "message_overhead_s": {str(p): st.overhead_s for p, st in steps.items()},
             "ring_step_s": {str(p): st.step_s for p, st in steps.items()},
             "ring_alone_step_s": {str(p): st.alone_s for p, st in steps.items()},
-            "two_way_share": {str(n): [w.pull_share, w.push_share] for n, w in shares.items()},
-            "two_way_runs": {str(n): [list(r) for r in w.runs] for n, w in shares.items()},
         }
-        for n, w in shares.items():
-            print(
-                f"[calibrate] {net['name']}: {n} connections both ways carry "
-                f"{w.pull_share:.3f} (pull) and {w.push_share:.3f} (push) of the one-way rate",
-                file=sys.stderr,
-            )
         for p, st in steps.items():
             print(
                 f"[calibrate] {net['name']}: a training step of a 4-float model takes "
@@ -639,8 +618,15 @@ def calibrate_push_join_stage(
     their bytes, the part of a join that moves the phases:
     docs/steady-state.md, "The force on the phase") and
     ``"push_join_window_s"`` / ``"pull_join_window_s"`` (each join's overlap
-    with its incumbents, in the order of its lateness). ``skipped`` with the
-    reason where the testbed cannot run.
+    with its incumbents, in the order of its lateness). Used by the
+    prediction: ``"two_way_share"`` (``{"N": [pull, push] or null}``: each
+    direction's rate while the other carries data over its rate alone,
+    :func:`sgdsim.testbed.capture.two_way_shares`): from the same capture
+    for the largest N and, through a ``fifo`` queue, from a capture of
+    its own (:func:`sgdsim.testbed.calibrate.training_two_way_share`) for
+    every other N ≥ 2 of the model's async points there (a fair queue sends
+    ACKs ahead of data). ``skipped`` with the reason where the testbed cannot
+    run.
 
     Raises:
         MeasurementError: the workers' run failed (nothing is written).
@@ -661,27 +647,33 @@ def calibrate_push_join_stage(
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why}
     else:
-        from sgdsim.testbed.calibrate import TRAINING_JOIN_RULE, training_join_delays
+        from sgdsim.testbed.calibrate import (
+            TRAINING_JOIN_RULE,
+            training_join_delays,
+            training_two_way_share,
+        )
 
         capture_s = config["validation"]["join_capture_s"]
-
-        workers = max(
-            [2]
-            + [
-                int(p["workers"])
-                for p in validation_points(config)
-                if p["mode"] == "async" and p["network"] == net["name"] and p["model"] == model
-            ]
-        )
-        joins = training_join_delays(
-            profile_spec(config, hardware, model),
-            float(net["bandwidth_bps"]),
-            float(workload.pull_bytes.sum()),
-            float(workload.push_bytes.sum()),
-            workers=workers,
+        ns = {
+            int(p["workers"])
+            for p in validation_points(config)
+            if p["mode"] == "async" and p["network"] == net["name"] and p["model"] == model
+        }
+        workers = max([2, *ns])
+        link = _validation_link(config, net)
+        kw: dict[str, Any] = dict(
+            spec=profile_spec(config, hardware, model),
+            bandwidth_bps=float(net["bandwidth_bps"]),
+            pull_bytes=float(workload.pull_bytes.sum()),
+            push_bytes=float(workload.push_bytes.sum()),
             rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
-            link=_validation_link(config, net),
+            link=link,
         )
+        joins = training_join_delays(workers=workers, **kw)
+        shares = {workers: joins.two_way_share}
+        for n in sorted(ns - {workers}) if link.queue == "fifo" else ():
+            if n >= 2:
+                shares[n] = training_two_way_share(workers=n, **kw)
         row |= {
             "status": "ok",
             "reason": "",
@@ -689,6 +681,10 @@ def calibrate_push_join_stage(
             "workers": workers,
             # as training_join_delays chose: a FIFO's joins drawn as measured, sign included
             "draw": "joins" if joins.push.joins_s else "gamma",
+            # docs/steady-state.md, "Two-way traffic through a FIFO"
+            "two_way_share": {
+                str(n): None if v is None else list(v) for n, v in sorted(shares.items())
+            },
         }
         for name, delay, growth in (
             ("push", joins.push, joins.push_growth_s),
@@ -718,6 +714,13 @@ def calibrate_push_join_stage(
             print(
                 f"[calibrate] {net['name']}: {workers} workers training, a {name} "
                 f"that joins gets its share {ms}",
+                file=sys.stderr,
+            )
+        for n, v in sorted(shares.items()):
+            said = "too little" if v is None else f"{v[0]:.3f} (pull) and {v[1]:.3f} (push)"
+            print(
+                f"[calibrate] {net['name']}: {n} workers training, each direction carries "
+                f"{said} of its rate alone while the other carries data",
                 file=sys.stderr,
             )
         row["steps_per_s"] = joins.steps_per_s
@@ -888,11 +891,11 @@ def predict_testbed_stage(
     ``calibration_path``: the network's :func:`calibrate_testbed_stage`
     result, whose CPU per byte the prediction charges to the node (see
     :func:`~sgdsim.simulation.point.predict_point`) and whose ring message
-    cost for this N becomes ``simulation.allreduce.message_overhead_s``, and
-    whose two-way share for this N becomes the network's
-    (:attr:`~sgdsim.simulation.Network.two_way_share`).
+    cost for this N becomes ``simulation.allreduce.message_overhead_s``.
     ``push_calibration_path``: the model's :func:`calibrate_push_join_stage`
-    result on this network, its push join delay (0 without it).
+    result on this network (async points): its join delays (0 without it) and
+    its two-way share at this N (:func:`_two_way_share_at`), which becomes the
+    network's (:attr:`~sgdsim.simulation.Network.two_way_share`).
     ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
     runs instead of the seeded ones (:func:`replay_testbed_stage`).
 
@@ -917,14 +920,14 @@ def predict_testbed_stage(
         net_cpu = float(cal["network_cpu_s_per_byte"])
         pull_delay = JoinDelay.of(float(cal.get("pull_join_delay_s", 0.0)))
         overhead = _message_overhead(cal, workers)
-        two_way = cal.get("two_way_share", {}).get(str(workers))
-        if two_way is not None:
-            network = dataclasses.replace(network, two_way_share=tuple(two_way))
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
         joins = json.loads(Path(push_calibration_path).read_text())
         push_delay = _join_delay_of(joins, "push")
         if joins.get("method") == "training capture":  # the model's own, from training
             pull_delay = _join_delay_of(joins, "pull")
+        two_way = _two_way_share_at(joins, workers)
+        if two_way is not None:
+            network = dataclasses.replace(network, two_way_share=two_way)
     extra: dict[str, Any] = {}
     if mode == "allreduce":
         if allreduce_step_path is None:
@@ -969,7 +972,7 @@ def predict_testbed_stage(
         "pull_join_sd_s": list(pull_delay.sd_s),
         "push_join_delays_s": list(push_delay.mean_s),
         "push_join_sd_s": list(push_delay.sd_s),
-        "two_way_share": two_way,
+        "two_way_share": None if two_way is None else list(two_way),
         "message_overhead_s": overhead,
         **extra,
         **predict_point(

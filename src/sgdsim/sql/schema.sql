@@ -235,7 +235,7 @@ CREATE TABLE testbed_predictions (
     pull_join_sd_s   DOUBLE[],          -- their standard deviations, s (each join's delay is drawn from a gamma with that mean and sd; through a FIFO port from the captured joins themselves, so a mean may be < 0: the joiner favoured)
     push_join_delays_s DOUBLE[],        -- the same for pushes, s
     push_join_sd_s   DOUBLE[],          -- their standard deviations, s
-    two_way_share    DOUBLE[],          -- [pull, push]: share of the one-way rate a PS NIC direction carries while the other carries data, at this N (calibrated; NULL: not calibrated)
+    two_way_share    DOUBLE[],          -- [pull, push]: what a PS NIC direction carries while the other carries data, over its rate alone, at this N (the model's training capture; NULL: none)
     message_overhead_s DOUBLE,          -- software cost of one ring message at this point's N, added to the latency to make alpha (calibrated; 0 at N = 1 and without allreduce points)
     sync_step_s      DOUBLE,            -- allreduce: the all-reduce path's own step, one worker alone (profile_allreduce), s
     profile_compute_s DOUBLE,           -- allreduce: the PS profile's compute per step it replaces, s

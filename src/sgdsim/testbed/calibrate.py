@@ -4,7 +4,9 @@
 :func:`push_join_delay` their pushes to it, and :func:`model_push_join_delay`
 the pushes of one model's step, nearly in phase; :func:`training_join_delays`
 measures both delays in real training from a capture of the PS's port (the
-pipeline's join delays); their docstrings say how that measures each delay.
+pipeline's join delays), and :func:`training_two_way_share` from the same kind
+of capture what each direction of the port carries while the other carries data;
+their docstrings say how that measures each.
 
 :func:`network_cpu_per_byte`: a profile measures each process's CPU seconds per
 step on unshaped loopback. On the testbed the same bytes also cross a veth
@@ -24,7 +26,6 @@ step's pulled and pushed bytes.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import json
 import os
@@ -47,16 +48,15 @@ from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks
 
 _PORT = 5201
 
-# one end of a bidirectional bulk transfer: send SIZE bytes while receiving SIZE;
-# with OUT, write each receive's (monotonic time, bytes so far) there, a pair per line
+# both ends of a bidirectional bulk transfer: send SIZE bytes while receiving SIZE
 _PEER = r"""
-import socket, sys, threading, time
-role, host, out = sys.argv[1], sys.argv[3], sys.argv[5] if len(sys.argv) > 5 else None
-size, port = int(sys.argv[2]), int(sys.argv[4])
+import socket, sys, threading
+role, size, host, port = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 if role == "server":
     ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((host, port)); ls.listen(1); c, _ = ls.accept()
 else:
+    import time
     for _ in range(200):
         try:
             c = socket.create_connection((host, port)); break
@@ -68,17 +68,13 @@ def send():
     while left > 0:
         n = min(left, len(chunk)); c.sendall(chunk[:n]); left -= n
 t = threading.Thread(target=send); t.start()
-got, marks = 0, []
+got = 0
 while got < size:
     b = c.recv(1 << 20)
     if not b:
         break
     got += len(b)
-    if out:
-        marks.append(f"{time.monotonic()!r} {got}")
 t.join(); c.close()
-if out:
-    open(out, "w").write("\n".join(marks) + "\n")
 sys.exit(0 if got == size else 1)
 """
 
@@ -193,131 +189,6 @@ def network_cpu_per_byte(
     loop = _transfer(size, None, timeout)
     moved = 2 * size
     return NetworkCpu(shaped / moved, loop / moved, bandwidth_bps, moved)
-
-
-@dataclass(frozen=True)
-class TwoWay:
-    """The share of a PS NIC's payload rate each direction carries while both do.
-
-    Attributes:
-        workers: connections, one per worker, each sending both ways.
-        runs: (runs, 2) each run's (pull, push) share: the PS → workers
-            (workers → PS) rate while every connection sends both ways, over
-            the rate one way alone (the link's rate less headers), in (0, 1].
-    """
-
-    workers: int
-    runs: tuple[tuple[float, float], ...]
-
-    @property
-    def pull_share(self) -> float:
-        """Mean pull share over the runs."""
-        return statistics.fmean(p for p, _ in self.runs)
-
-    @property
-    def push_share(self) -> float:
-        """Mean push share over the runs."""
-        return statistics.fmean(q for _, q in self.runs)
-
-
-def _window_rate(marks: Sequence[Sequence[tuple[float, int]]], lo: float, hi: float) -> float:
-    """Bytes/s all receivers of ``marks`` (each a list of (time, bytes so far))
-    got between ``lo`` and ``hi`` (s), each flow's count read at its last mark
-    before each end."""
-    got = 0
-    for m in marks:
-        times = [t for t, _ in m]
-        i = max(0, bisect.bisect_right(times, lo) - 1)
-        j = max(0, bisect.bisect_right(times, hi) - 1)
-        got += m[j][1] - m[i][1]
-    return got / (hi - lo)
-
-
-def two_way_share(
-    bandwidth_bps: float,
-    workers: int,
-    link: Link = Link(),
-    seconds: float = 4.0,
-    runs: int = 6,
-    settle_s: float = 0.5,
-) -> TwoWay:
-    """Measure what each PS NIC direction carries while both carry data, on the testbed.
-
-    In a ``workers``-worker testbed of ``link``'s NICs, each worker opens one
-    TCP connection to the PS (as gRPC does) and both ends send ``seconds``
-    worth of the link's rate divided among the connections at once, ``runs``
-    times. Each direction's rate is read over the window in which every
-    connection still sends both ways, from ``settle_s`` after the last one's
-    first byte (slow start) to the first one's last byte; its share is that
-    rate over the link's payload rate one way
-    (:func:`sgdsim.simulation.bounds.tbf_payload_fraction` of
-    ``bandwidth_bps``: measured one way on this VM at MTU 1500, 0.951–0.956
-    of the rate, against 0.956), at most 1. Behind a FIFO each direction's
-    ACKs wait in the other's queue, and the share drops (docs/steady-state.md,
-    "Two-way traffic through a FIFO").
-
-    Raises:
-        TestbedUnavailable: the testbed cannot run here.
-        CalibrationError: a transfer failed, took longer than ``10 × seconds +
-            30`` s, or the connections never all sent both ways at once.
-        ValueError: ``bandwidth_bps``, ``seconds``, ``workers`` or ``runs`` not > 0.
-    """
-    from sgdsim.simulation.bounds import tbf_payload_fraction
-
-    if not (bandwidth_bps > 0 and seconds > 0 and workers > 0 and runs > 0):
-        raise ValueError(
-            f"need bandwidth_bps, seconds, workers and runs > 0, "
-            f"got {bandwidth_bps}, {seconds}, {workers}, {runs}"
-        )
-    size = int(bandwidth_bps / 8 * seconds / workers)
-    one_way = bandwidth_bps / 8 * tbf_payload_fraction(link.mtu)
-    timeout = 10 * seconds + 30
-    shares = []
-    for _ in range(runs):
-        with (
-            tempfile.TemporaryDirectory(prefix="sgdsim-twoway-") as tmp,
-            Testbed(workers, bandwidth_bps, link=link) as tb,
-        ):
-            procs = []
-            for i in range(workers):
-                out = f"{tmp}/ps{i}"
-                argv = [sys.executable, "-c", _PEER, "server", str(size), "0.0.0.0"]
-                procs.append(tb.popen("ps", [*argv, str(_PORT + i), out]))
-            for i in range(workers):
-                argv = [sys.executable, "-c", _PEER, "client", str(size)]
-                argv += [tb.address("ps"), str(_PORT + i), f"{tmp}/w{i}"]
-                procs.append(tb.popen(f"w{i}", argv))
-            _wait_all(procs, timeout, f"two-way transfer of {workers} connections")
-            marks = {
-                name: [_read_marks(Path(tmp) / f"{name}{i}") for i in range(workers)]
-                for name in ("ps", "w")
-            }
-        every = marks["ps"] + marks["w"]
-        lo = max(m[0][0] for m in every) + settle_s
-        hi = min(m[-1][0] for m in every)
-        if not hi > lo:
-            raise CalibrationError(
-                f"the {workers} connections never all sent both ways for more than "
-                f"{settle_s:g} s; raise seconds (now {seconds:g})"
-            )
-        pull = min(1.0, _window_rate(marks["w"], lo, hi) / one_way)
-        push = min(1.0, _window_rate(marks["ps"], lo, hi) / one_way)
-        shares.append((pull, push))
-    return TwoWay(workers, tuple(shares))
-
-
-def _read_marks(path: Path) -> list[tuple[float, int]]:
-    """A :data:`_PEER` receiver's (time, bytes so far) marks.
-
-    Raises:
-        CalibrationError: the receiver got nothing.
-    """
-    marks = [
-        (float(t), int(b)) for t, b in (ln.split() for ln in path.read_text().split("\n") if ln)
-    ]
-    if not marks:
-        raise CalibrationError(f"a two-way transfer's receiver got no bytes ({path.name})")
-    return marks
 
 
 @dataclass(frozen=True)
@@ -511,6 +382,10 @@ class TrainingJoins:
             ``push_growth_s`` / ``pull_growth_s`` (same order) overlapped its
             incumbents, seconds (:func:`sgdsim.testbed.capture.join_records`):
             a push's lateness grows with it. Recorded, not yet used.
+        two_way_share: ``(pull, push)``: what each direction of the PS's port
+            carried while the other carried data too, over what it carried alone
+            (:func:`sgdsim.testbed.capture.two_way_shares`); None when the
+            capture holds too little of either.
     """
 
     push: JoinDelay
@@ -524,6 +399,7 @@ class TrainingJoins:
     gain_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
     saturated_Bps: float | None = None
     window_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
+    two_way_share: tuple[float, float] | None = None
 
 
 def join_delay_of(
@@ -602,25 +478,15 @@ def training_join_delays(
     from sgdsim.testbed.capture import (
         join_gains,
         join_records,
-        read_pcap,
         saturated_rate,
         start_excess,
         step_boundaries,
+        two_way_shares,
     )
-    from sgdsim.testbed.steady import run_steady_measurement
 
-    if not (bandwidth_bps > 0 and pull_bytes > 0 and push_bytes > 0):
-        raise ValueError(
-            f"bandwidth and bytes must be > 0, got {bandwidth_bps}, {pull_bytes}, {push_bytes}"
-        )
-    if workers < 2:
-        raise ValueError(f"joins need workers >= 2, got {workers}")
-    with tempfile.TemporaryDirectory(prefix="sgdsim-joins-") as tmp:
-        path = str(Path(tmp) / "ps.pcap")
-        r = run_steady_measurement(
-            spec, workers, bandwidth_bps, rule=rule, link=link, capture_path=path
-        )
-        packets = read_pcap(path)
+    packets, steps_per_s = _captured_training(
+        spec, bandwidth_bps, pull_bytes, push_bytes, workers, rule, link
+    )
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
@@ -644,14 +510,92 @@ def training_join_delays(
         join_delay_of(growth["pull"], workers, signed=signed),
         growth["push"],
         growth["pull"],
-        r.steps_per_s,
+        steps_per_s,
         workers,
         excess,
         statistics.median(boundaries) if boundaries else None,
         gains,
         full,
         windows,
+        two_way_shares(packets, 1, hosts, pull_bytes, push_bytes),
     )
+
+
+def _captured_training(
+    spec: Any,
+    bandwidth_bps: float,
+    pull_bytes: float,
+    push_bytes: float,
+    workers: int,
+    rule: SteadyRule,
+    link: Link,
+) -> tuple[Any, float]:
+    """Train ``spec`` with ``workers`` real workers on the testbed while the PS's port
+    is captured: the capture's :class:`~sgdsim.testbed.capture.Packets` and the
+    workers' steps/s.
+
+    Raises:
+        ValueError: bytes or ``bandwidth_bps`` not > 0, ``workers`` < 2.
+        MeasurementError, TestbedUnavailable: as
+            :func:`~sgdsim.testbed.run_steady_measurement`.
+    """
+    from sgdsim.testbed.capture import read_pcap
+    from sgdsim.testbed.steady import run_steady_measurement
+
+    if not (bandwidth_bps > 0 and pull_bytes > 0 and push_bytes > 0):
+        raise ValueError(
+            f"bandwidth and bytes must be > 0, got {bandwidth_bps}, {pull_bytes}, {push_bytes}"
+        )
+    if workers < 2:
+        raise ValueError(f"joins need workers >= 2, got {workers}")
+    with tempfile.TemporaryDirectory(prefix="sgdsim-joins-") as tmp:
+        path = str(Path(tmp) / "ps.pcap")
+        r = run_steady_measurement(
+            spec, workers, bandwidth_bps, rule=rule, link=link, capture_path=path
+        )
+        return read_pcap(path), r.steps_per_s
+
+
+def training_two_way_share(
+    spec: Any,
+    bandwidth_bps: float,
+    pull_bytes: float,
+    push_bytes: float,
+    *,
+    workers: int,
+    rule: SteadyRule = TRAINING_JOIN_RULE,
+    link: Link = Link(),
+) -> tuple[float, float] | None:
+    """Each direction's share of the PS's port while the other carries data, in training.
+
+    ``workers`` real workers train ``spec`` asynchronously on the testbed as in
+    :func:`training_join_delays` while the PS's port is captured; the share is
+    :func:`sgdsim.testbed.capture.two_way_shares` of that capture: each
+    direction's rate while the other is inside a transfer too, over its rate
+    alone. Behind a FIFO each direction's ACKs wait behind the other's data
+    (docs/steady-state.md, "Two-way traffic through a FIFO"); bulk TCP
+    transfers do not show what training's bursts meet, so the share is taken
+    from training itself, at each N it is used for.
+
+    Args:
+        spec, bandwidth_bps, pull_bytes, push_bytes, rule, link: as
+            :func:`training_join_delays`.
+        workers: workers that train (≥ 2).
+
+    Returns:
+        ``(pull_share, push_share)`` in (0, 1], or None when the capture holds
+        too little of either direction beside the other.
+
+    Raises:
+        As :func:`training_join_delays`.
+    """
+    from sgdsim.testbed.capture import two_way_shares
+
+    packets, _ = _captured_training(
+        spec, bandwidth_bps, pull_bytes, push_bytes, workers, rule, link
+    )
+    hosts = list(range(2, 2 + workers))
+    return two_way_shares(packets, 1, hosts, pull_bytes, push_bytes)
 
 
 def join_delay(

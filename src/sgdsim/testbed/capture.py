@@ -504,3 +504,71 @@ def step_boundaries(
             if j >= 0:
                 out.append(float(big_pull[i] - big_push[j]))
     return out
+
+
+def two_way_shares(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    pull_bytes: float,
+    push_bytes: float,
+    gap_s: float = 0.02,
+    bin_s: float = 0.001,
+    min_s: float = 0.2,
+) -> tuple[float, float] | None:
+    """What each direction of the PS's port carries while the other carries data too,
+    as a share of what it carries alone (docs/steady-state.md, "Two-way traffic
+    through a FIFO").
+
+    Time is cut into ``bin_s`` bins; a direction is busy in a bin that lies
+    wholly inside one of its transfers (:func:`bursts` of at least half a
+    step's ``pull_bytes`` or ``push_bytes``, any worker). A direction's share
+    is its bytes per second over the bins where both directions are busy,
+    divided by the same over the bins where it alone is, at most 1: the gaps
+    a transfer has of its own (per-tensor requests, flow control) are in both
+    and cancel. Behind a FIFO each direction's ACKs queue behind the other's
+    data, and a share below 1 is TCP leaving its direction idle
+    (Zhang, Shenker & Clark, SIGCOMM 1991).
+
+    Args:
+        packets, server, workers, gap_s: as :func:`join_losses`.
+        pull_bytes, push_bytes: bytes a step pulls and pushes (> 0).
+        bin_s: bin width, seconds (> 0).
+        min_s: least busy time, seconds, each of the four rates needs.
+
+    Returns:
+        ``(pull_share, push_share)``, each in (0, 1]; None when either
+        direction was busy alone or beside the other for less than ``min_s``.
+
+    Raises:
+        ValueError: bytes or ``bin_s`` not > 0.
+    """
+    if not (pull_bytes > 0 and push_bytes > 0 and bin_s > 0):
+        raise ValueError(f"need bytes and bin_s > 0, got {pull_bytes}, {push_bytes}, {bin_s}")
+    if len(packets.t) == 0:
+        return None
+    edges = np.arange(packets.t.min(), packets.t.max() + bin_s, bin_s)
+    carried, busy = {}, {}
+    for direction, size in (("pull", pull_bytes), ("push", push_bytes)):
+        flows, transfers = _transfers(packets, server, workers, direction, size / 2, gap_s)
+        t = np.concatenate([f[0] for f in flows.values()])
+        b = np.concatenate([f[1] for f in flows.values()])
+        carried[direction] = np.histogram(t, edges, weights=b)[0]
+        on = np.zeros(len(edges) - 1, dtype=bool)
+        for start, end, _ in transfers:
+            lo = np.searchsorted(edges, start, side="left")
+            hi = np.searchsorted(edges, end, side="right")
+            on[lo : max(lo, hi - 1)] = True  # bins wholly inside [start, end]
+        busy[direction] = on
+    both = busy["pull"] & busy["push"]
+    shares = []
+    for direction, other in (("pull", "push"), ("push", "pull")):
+        alone = busy[direction] & ~busy[other]
+        if min(both.sum(), alone.sum()) * bin_s < min_s:
+            return None
+        got = carried[direction]
+        rate_both, rate_alone = got[both].mean(), got[alone].mean()
+        if not rate_alone > 0:
+            return None
+        shares.append(float(min(1.0, rate_both / rate_alone)))
+    return shares[0], shares[1]
