@@ -39,8 +39,9 @@ class Network:
             travel in the other's queue; behind a FIFO full of data they come
             late, and TCP's windows, clocked by them, leave the link partly
             idle (two-way traffic: Zhang, Shenker, Clark, SIGCOMM 1991).
-            Measured on the testbed by
-            :func:`sgdsim.testbed.calibrate.two_way_share`; (1, 1): no loss.
+            Measured on the testbed in a capture of the model's training
+            (:func:`sgdsim.testbed.calibrate.training_two_way_share`); (1, 1):
+            no loss.
 
     Raises:
         ValueError: bandwidth ≤ 0, latency < 0, burst_bytes < 0 or a
