@@ -671,9 +671,9 @@ def calibrate_push_join_stage(
         )
         joins = training_join_delays(workers=workers, **kw)
         shares = {workers: joins.two_way_share}
-        for n in sorted(ns - {workers}) if link.queue == "fifo" else ():
-            if n >= 2:
-                shares[n] = training_two_way_share(workers=n, **kw)
+        # behind a FIFO the share falls with N: each other N >= 2 gets a capture of its own
+        for n in sorted(n for n in ns if 2 <= n < workers) if link.queue == "fifo" else ():
+            shares[n] = training_two_way_share(workers=n, **kw)
         row |= {
             "status": "ok",
             "reason": "",

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
@@ -45,6 +45,9 @@ from sgdsim.protocol import SteadyRule
 from sgdsim.simulation.connection import JoinDelay
 from sgdsim.testbed.netns import Link, Testbed
 from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks, wait_workers
+
+if TYPE_CHECKING:
+    from sgdsim.testbed.capture import Packets
 
 _PORT = 5201
 
@@ -529,7 +532,7 @@ def _captured_training(
     workers: int,
     rule: SteadyRule,
     link: Link,
-) -> tuple[Any, float]:
+) -> tuple[Packets, float]:
     """Train ``spec`` with ``workers`` real workers on the testbed while the PS's port
     is captured: the capture's :class:`~sgdsim.testbed.capture.Packets` and the
     workers' steps/s.
