@@ -44,6 +44,15 @@ def snakemake(workdir: Path, *args: str, timeout: float = 600) -> subprocess.Com
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test of the shared tiny run ``alone``: the run measures on the testbed,
+    and one session makes it once."""
+    for item in items:
+        if "tiny_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.alone)
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A complete real run of the pipeline on ``.test/config.yaml``; returns its workdir."""

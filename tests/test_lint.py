@@ -37,11 +37,12 @@ def test_snakemake_lint_is_clean():
     assert r.returncode == 0 and "Lints for" not in out, out[-4000:]
 
 
-#: What makes a test file measure or time something, or share the tiny run: such a
-#: file must be marked ``alone`` so that `make test` runs it by itself (Makefile).
+#: What makes a test file measure or time something: such a file must be marked
+#: ``alone`` so that `make test` runs it by itself (Makefile). Tests of the shared
+#: tiny run are marked by conftest.py.
 _ALONE_SIGNS = re.compile(
     r"\b(run_\w+_measurement|pull_join_delay|push_join_delay|model_push_join_delay"
-    r"|training_join_delays|network_cpu_per_byte|training_two_way_share)\(|\btiny_run\b|\bRENDER_LIMIT_S\b"
+    r"|training_join_delays|network_cpu_per_byte|training_two_way_share)\(|\bRENDER_LIMIT_S\b"
 )
 
 

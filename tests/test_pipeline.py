@@ -17,8 +17,6 @@ from conftest import ROOT, copy_workflow, snakemake
 
 from sgdsim.simulation import Workload
 
-pytestmark = pytest.mark.alone  # measures or times: `make test` runs it by itself (Makefile)
-
 
 def tiny_config() -> dict:
     return yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
