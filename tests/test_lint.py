@@ -42,7 +42,7 @@ def test_snakemake_lint_is_clean():
 #: tiny run are marked by conftest.py.
 _ALONE_SIGNS = re.compile(
     r"\b(run_\w+_measurement|pull_join_delay|push_join_delay|model_push_join_delay"
-    r"|training_join_delays|network_cpu_per_byte|training_two_way_share)\(|\bRENDER_LIMIT_S\b"
+    r"|training_join_delays|network_cpu_per_byte)\(|\bRENDER_LIMIT_S\b"
 )
 
 

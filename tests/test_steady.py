@@ -432,36 +432,40 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     assert child_processes() == []
 
 
-def test_a_fifo_networks_two_way_share_is_captured_at_each_n_and_given_to_its_points(
+def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points(
     monkeypatch, tmp_path
 ):
+    import polars as pl
     import yaml
     from conftest import ROOT
 
     import sgdsim.testbed
     import sgdsim.testbed.calibrate as calibrate
     import sgdsim.testbed.capture as capture
-    from sgdsim.pipeline.validation import _two_way_share_at, calibrate_push_join_stage
+    from sgdsim.pipeline.validation import (
+        _join_delay_of,
+        _joins_at,
+        _two_way_share_at,
+        calibrate_push_join_stage,
+        predict_testbed_stage,
+    )
     from sgdsim.simulation.connection import JoinDelay
 
     # which N the stage trains and captures; the captures themselves have their tests
-    trained: list[tuple[str, int]] = []
+    trained: list[int] = []
+    shares = {2: (0.95, 0.9), 3: None, 4: (0.8, 0.7)}
 
     def joins(**kw):
-        trained.append(("joins", kw["workers"]))
-        none = JoinDelay((0.0,))
+        n = kw["workers"]
+        trained.append(n)
+        push, pull = JoinDelay((0.001 * n,), (0.0005,)), JoinDelay((0.002 * n,), (0.0,))
         return calibrate.TrainingJoins(
-            none, none, {}, {}, 1.0, kw["workers"], two_way_share=(0.8, 0.7)
+            push, pull, {1: (0.001 * n,)}, {}, 1.0 / n, n, two_way_share=shares[n]
         )
-
-    def two_way(**kw):
-        trained.append(("two-way", kw["workers"]))
-        return None if kw["workers"] == 3 else (0.95, 0.9)
 
     monkeypatch.setattr(sgdsim.testbed, "check_available", lambda: None)
     monkeypatch.setattr(capture, "tcpdump_missing", lambda: None)
     monkeypatch.setattr(calibrate, "training_join_delays", joins)
-    monkeypatch.setattr(calibrate, "training_two_way_share", two_way)
     workload = tmp_path / "w.json"
     one_tensor_workload(0.1, 1e6, 0.01).save(workload)
     config = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
@@ -475,16 +479,38 @@ def test_a_fifo_networks_two_way_share_is_captured_at_each_n_and_given_to_its_po
         out = tmp_path / f"{name}.json"
         calibrate_push_join_stage(config, str(workload), str(out), name, "cpu", "LeNet5")
         got[name] = json.loads(out.read_text())
-    # behind the FIFO every N >= 2 of the points, the largest from the join capture;
-    # a fair queue only the largest
-    assert trained == [("joins", 4), ("two-way", 2), ("two-way", 3), ("joins", 4)]
-    assert got["fifo"]["two_way_share"] == {"2": [0.95, 0.9], "3": None, "4": [0.8, 0.7]}
-    assert got["100Mbps"]["two_way_share"] == {"4": [0.8, 0.7]}
-    # a point takes its N's share, else the nearest captured N's (the smaller on a tie)
+    # on either queue every N >= 2 of the points is trained, the largest first
+    assert trained == [4, 2, 3, 4, 2, 3]
+    for cal in got.values():
+        assert cal["two_way_share"] == {"2": [0.95, 0.9], "3": None, "4": [0.8, 0.7]}
+        assert set(cal["joins_at"]) == {"2", "3", "4"}
+        # the top level stays the largest N's (the store's columns)
+        assert (cal["workers"], cal["push_join_delay_s"]) == (4, [0.004])
+        # a point takes its N's joins, else the nearest captured N's (the smaller on a tie)
+        for n, captured in ((1, 2), (2, 2), (3, 3), (4, 4), (6, 4)):
+            at = _joins_at(cal, n)
+            assert (at["workers"], at["steps_per_s"]) == (captured, 1.0 / captured)
+            assert _join_delay_of(at, "push").mean_s == (0.001 * captured,)
+            assert _join_delay_of(at, "pull").mean_s == (0.002 * captured,)
+    # and its N's share, else the nearest captured N's with one
     at = {n: _two_way_share_at(got["fifo"], n) for n in (1, 2, 3, 4, 6)}
     assert at == {1: (0.95, 0.9), 2: (0.95, 0.9), 3: (0.95, 0.9), 4: (0.8, 0.7), 6: (0.8, 0.7)}
-    assert _two_way_share_at(got["100Mbps"], 2) == (0.8, 0.7)
     assert _two_way_share_at({"push_join_delay_s": 0.0}, 2) is None
+    # a calibration without per-N joins (one capture, or a race's) serves every N
+    old = {"push_join_delay_s": [0.003], "push_join_sd_s": [0.001], "workers": 2}
+    assert _joins_at(old, 4) is old
+    # the prediction of a point at N = 3 takes N = 3's joins and N = 2's share
+    out = tmp_path / "p.parquet"
+    wc = {"hardware": "cpu", "model": "LeNet5", "network": "fifo", "policy": "tf_default"}
+    wc |= {"mode": "async", "workers": "3"}
+    predict_testbed_stage(
+        config, str(workload), str(tmp_path), str(out), wc,
+        push_calibration_path=str(tmp_path / "fifo.json"),
+    )  # fmt: skip
+    row = pl.read_parquet(out).row(0, named=True)
+    assert row["push_join_delays_s"] == pytest.approx([0.003])
+    assert row["pull_join_delays_s"] == pytest.approx([0.006])
+    assert row["two_way_share"] == pytest.approx([0.95, 0.9])
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import json
 import statistics
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from sgdsim.simulation.bounds import tbf_payload_fraction
 from sgdsim.simulation.connection import JoinDelay
 
 if TYPE_CHECKING:
+    from sgdsim.testbed.calibrate import TrainingJoins
     from sgdsim.testbed.netns import Link
 
 
@@ -472,6 +473,11 @@ def _measure_sync(
         pl.DataFrame([row]).write_parquet(tmp)
 
 
+def _nearest(captured: Iterable[int], workers: int) -> int:
+    """The captured N nearest to ``workers`` (the smaller on a tie)."""
+    return min(captured, key=lambda k: (abs(k - workers), k))
+
+
 def _two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float] | None:
     """The ``(pull, push)`` two-way share a :func:`calibrate_push_join_stage` JSON
     gives N ``workers``: the one captured at N, else at the captured N nearest
@@ -479,8 +485,36 @@ def _two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float
     shares = {int(n): v for n, v in (joins.get("two_way_share") or {}).items() if v}
     if not shares:
         return None
-    n = min(shares, key=lambda k: (abs(k - workers), k))
+    n = _nearest(shares, workers)
     return float(shares[n][0]), float(shares[n][1])
+
+
+def _joins_at(joins: dict[str, Any], workers: int) -> dict[str, Any]:
+    """The join delays a :func:`calibrate_push_join_stage` JSON gives N ``workers``:
+    its ``"joins_at"`` entry of N, else of the captured N nearest to it (the
+    smaller on a tie); the JSON itself when it has none (one capture, or a
+    race's calibration). Read by :func:`_join_delay_of`."""
+    at = joins.get("joins_at") or {}
+    return at[str(_nearest(map(int, at), workers))] if at else joins
+
+
+def _joins_row(joins: TrainingJoins) -> dict[str, Any]:
+    """One capture's join delays as :func:`_join_delay_of` reads them (JSON)."""
+    row: dict[str, Any] = {
+        "workers": joins.workers,
+        "draw": "joins" if joins.push.joins_s else "gamma",
+        "steps_per_s": joins.steps_per_s,
+    }
+    for name, delay, growth in (
+        ("push", joins.push, joins.push_growth_s),
+        ("pull", joins.pull, joins.pull_growth_s),
+    ):
+        row |= {
+            f"{name}_join_delay_s": list(delay.mean_s),
+            f"{name}_join_sd_s": list(delay.sd_s),
+            f"{name}_join_growth_s": {str(k): list(g) for k, g in growth.items()},
+        }
+    return row
 
 
 def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name: str) -> None:
@@ -618,15 +652,17 @@ def calibrate_push_join_stage(
     their bytes, the part of a join that moves the phases:
     docs/steady-state.md, "The force on the phase") and
     ``"push_join_window_s"`` / ``"pull_join_window_s"`` (each join's overlap
-    with its incumbents, in the order of its lateness). Used by the
-    prediction: ``"two_way_share"`` (``{"N": [pull, push] or null}``: each
-    direction's rate while the other carries data over its rate alone,
-    :func:`sgdsim.testbed.capture.two_way_shares`): from the same capture
-    for the largest N and, through a ``fifo`` queue, from a capture of
-    its own (:func:`sgdsim.testbed.calibrate.training_two_way_share`) for
-    every other N ≥ 2 of the model's async points there (a fair queue sends
-    ACKs ahead of data). ``skipped`` with the reason where the testbed cannot
-    run.
+    with its incumbents, in the order of its lateness). Every other N ≥ 2 of
+    the model's async points on this network is trained and captured the
+    same way: ``"joins_at"`` (``{"N": {"workers", "draw", "steps_per_s",
+    "push_join_delay_s", "push_join_sd_s", "push_join_growth_s", the same for
+    pull}}``, the largest N's included) and ``"two_way_share"`` (``{"N":
+    [pull, push] or null}``: each direction's rate while the other carries
+    data over its rate alone, :func:`sgdsim.testbed.capture.two_way_shares`)
+    hold each N's own, which the prediction of a point at N uses
+    (:func:`_joins_at`): a pair's joins are not four workers' (docs/steady-
+    state.md, "Joins at each N"). ``skipped`` with the reason where the
+    testbed cannot run.
 
     Raises:
         MeasurementError: the workers' run failed (nothing is written).
@@ -647,11 +683,7 @@ def calibrate_push_join_stage(
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why}
     else:
-        from sgdsim.testbed.calibrate import (
-            TRAINING_JOIN_RULE,
-            training_join_delays,
-            training_two_way_share,
-        )
+        from sgdsim.testbed.calibrate import TRAINING_JOIN_RULE, training_join_delays
 
         capture_s = config["validation"]["join_capture_s"]
         ns = {
@@ -670,30 +702,25 @@ def calibrate_push_join_stage(
             link=link,
         )
         joins = training_join_delays(workers=workers, **kw)
-        shares = {workers: joins.two_way_share}
-        # behind a FIFO the share falls with N: each other N >= 2 gets a capture of its own
-        for n in sorted(n for n in ns if 2 <= n < workers) if link.queue == "fifo" else ():
-            shares[n] = training_two_way_share(workers=n, **kw)
+        # joins and shares change with N: each other N >= 2 gets a capture of its own
+        at = {n: training_join_delays(workers=n, **kw) for n in sorted(ns) if 2 <= n < workers}
+        at[workers] = joins
         row |= {
             "status": "ok",
             "reason": "",
             "method": "training capture",
-            "workers": workers,
-            # as training_join_delays chose: a FIFO's joins drawn as measured, sign included
-            "draw": "joins" if joins.push.joins_s else "gamma",
+            # the largest N's joins (as training_join_delays chose: a FIFO's drawn as
+            # measured, sign included), then every N's
+            **_joins_row(joins),
+            "joins_at": {str(n): _joins_row(j) for n, j in sorted(at.items())},
             # docs/steady-state.md, "Two-way traffic through a FIFO"
             "two_way_share": {
-                str(n): None if v is None else list(v) for n, v in sorted(shares.items())
+                str(n): None if j.two_way_share is None else list(j.two_way_share)
+                for n, j in sorted(at.items())
             },
         }
-        for name, delay, growth in (
-            ("push", joins.push, joins.push_growth_s),
-            ("pull", joins.pull, joins.pull_growth_s),
-        ):
+        for name in ("push", "pull"):
             row |= {
-                f"{name}_join_delay_s": list(delay.mean_s),
-                f"{name}_join_sd_s": list(delay.sd_s),
-                f"{name}_join_growth_s": {str(k): list(g) for k, g in growth.items()},
                 # recorded for the study of joins net of the transfers' own starts
                 f"{name}_start_excess_s": {
                     str(k): list(g) for k, g in joins.start_excess_s.get(name, {}).items()
@@ -707,23 +734,27 @@ def calibrate_push_join_stage(
                     str(k): list(w) for k, w in joins.window_s.get(name, {}).items()
                 },
             }
-            ms = ", ".join(
-                f"{m * 1e3:.1f} ± {sd * 1e3:.1f} ms behind {k} ({len(growth.get(k, ()))} joins)"
-                for k, (m, sd) in enumerate(zip(delay.mean_s, delay.sd_s, strict=True), 1)
-            )
-            print(
-                f"[calibrate] {net['name']}: {workers} workers training, a {name} "
-                f"that joins gets its share {ms}",
-                file=sys.stderr,
-            )
-        for n, v in sorted(shares.items()):
+        for n, j in sorted(at.items()):
+            for name, delay, growth in (
+                ("push", j.push, j.push_growth_s),
+                ("pull", j.pull, j.pull_growth_s),
+            ):
+                ms = ", ".join(
+                    f"{m * 1e3:.1f} ± {sd * 1e3:.1f} ms behind {k} ({len(growth.get(k, ()))} joins)"
+                    for k, (m, sd) in enumerate(zip(delay.mean_s, delay.sd_s, strict=True), 1)
+                )
+                print(
+                    f"[calibrate] {net['name']}: {n} workers training, a {name} "
+                    f"that joins gets its share {ms}",
+                    file=sys.stderr,
+                )
+            v = j.two_way_share
             said = "too little" if v is None else f"{v[0]:.3f} (pull) and {v[1]:.3f} (push)"
             print(
                 f"[calibrate] {net['name']}: {n} workers training, each direction carries "
                 f"{said} of its rate alone while the other carries data",
                 file=sys.stderr,
             )
-        row["steps_per_s"] = joins.steps_per_s
         row["boundary_s"] = joins.boundary_s  # recorded, unused (see the docstring)
         row["saturated_Bps"] = joins.saturated_Bps
     with atomic_path(out_path) as tmp:
@@ -893,9 +924,10 @@ def predict_testbed_stage(
     :func:`~sgdsim.simulation.point.predict_point`) and whose ring message
     cost for this N becomes ``simulation.allreduce.message_overhead_s``.
     ``push_calibration_path``: the model's :func:`calibrate_push_join_stage`
-    result on this network (async points): its join delays (0 without it) and
-    its two-way share at this N (:func:`_two_way_share_at`), which becomes the
-    network's (:attr:`~sgdsim.simulation.Network.two_way_share`).
+    result on this network (async points): its join delays at this N
+    (:func:`_joins_at`; 0 without it) and its two-way share at this N
+    (:func:`_two_way_share_at`), which becomes the network's
+    (:attr:`~sgdsim.simulation.Network.two_way_share`).
     ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
     runs instead of the seeded ones (:func:`replay_testbed_stage`).
 
@@ -922,9 +954,9 @@ def predict_testbed_stage(
         overhead = _message_overhead(cal, workers)
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
         joins = json.loads(Path(push_calibration_path).read_text())
-        push_delay = _join_delay_of(joins, "push")
+        push_delay = _join_delay_of(_joins_at(joins, workers), "push")
         if joins.get("method") == "training capture":  # the model's own, from training
-            pull_delay = _join_delay_of(joins, "pull")
+            pull_delay = _join_delay_of(_joins_at(joins, workers), "pull")
         two_way = _two_way_share_at(joins, workers)
         if two_way is not None:
             network = dataclasses.replace(network, two_way_share=two_way)

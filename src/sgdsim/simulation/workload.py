@@ -40,7 +40,7 @@ class Network:
             late, and TCP's windows, clocked by them, leave the link partly
             idle (two-way traffic: Zhang, Shenker, Clark, SIGCOMM 1991).
             Measured on the testbed in a capture of the model's training
-            (:func:`sgdsim.testbed.calibrate.training_two_way_share`); (1, 1):
+            at the same N (:func:`sgdsim.testbed.calibrate.training_join_delays`); (1, 1):
             no loss.
 
     Raises:

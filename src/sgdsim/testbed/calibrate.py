@@ -4,9 +4,9 @@
 :func:`push_join_delay` their pushes to it, and :func:`model_push_join_delay`
 the pushes of one model's step, nearly in phase; :func:`training_join_delays`
 measures both delays in real training from a capture of the PS's port (the
-pipeline's join delays), and :func:`training_two_way_share` from the same kind
-of capture what each direction of the port carries while the other carries data;
-their docstrings say how that measures each.
+pipeline's join delays) and, from the same capture, what each direction of the
+port carries while the other carries data; their docstrings say how that
+measures each.
 
 :func:`network_cpu_per_byte`: a profile measures each process's CPU seconds per
 step on unshaped loopback. On the testbed the same bytes also cross a veth
@@ -557,48 +557,6 @@ def _captured_training(
             spec, workers, bandwidth_bps, rule=rule, link=link, capture_path=path
         )
         return read_pcap(path), r.steps_per_s
-
-
-def training_two_way_share(
-    spec: Any,
-    bandwidth_bps: float,
-    pull_bytes: float,
-    push_bytes: float,
-    *,
-    workers: int,
-    rule: SteadyRule = TRAINING_JOIN_RULE,
-    link: Link = Link(),
-) -> tuple[float, float] | None:
-    """Each direction's share of the PS's port while the other carries data, in training.
-
-    ``workers`` real workers train ``spec`` asynchronously on the testbed as in
-    :func:`training_join_delays` while the PS's port is captured; the share is
-    :func:`sgdsim.testbed.capture.two_way_shares` of that capture: each
-    direction's rate while the other is inside a transfer too, over its rate
-    alone. Behind a FIFO each direction's ACKs wait behind the other's data
-    (docs/steady-state.md, "Two-way traffic through a FIFO"); bulk TCP
-    transfers do not show what training's bursts meet, so the share is taken
-    from training itself, at each N it is used for.
-
-    Args:
-        spec, bandwidth_bps, pull_bytes, push_bytes, rule, link: as
-            :func:`training_join_delays`.
-        workers: workers that train (≥ 2).
-
-    Returns:
-        ``(pull_share, push_share)`` in (0, 1], or None when the capture holds
-        too little of either direction beside the other.
-
-    Raises:
-        As :func:`training_join_delays`.
-    """
-    from sgdsim.testbed.capture import two_way_shares
-
-    packets, _ = _captured_training(
-        spec, bandwidth_bps, pull_bytes, push_bytes, workers, rule, link
-    )
-    hosts = list(range(2, 2 + workers))
-    return two_way_shares(packets, 1, hosts, pull_bytes, push_bytes)
 
 
 def join_delay(
