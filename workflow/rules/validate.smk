@@ -36,7 +36,7 @@ rule calibrate_testbed:
 
 
 rule calibrate_push_join:
-    """Per model and network: how late a push or pull that joins k other workers' gets its share, from a capture of the model's largest N of workers training it."""
+    """Per model and network: how late a push or pull that joins k other workers' gets its share, and the two-way share, from a capture of the model's training at each N of its async points."""
     input:
         workload=rules.normalize.output.workload,
     output:
@@ -48,7 +48,7 @@ rule calibrate_push_join:
     threads: node_cores  # alone on the node: the workers' timing is what it measures
     resources:
         mem_mb=2000,
-        runtime=10,
+        runtime=20,  # one capture per N
     script:
         "../scripts/calibrate_push_join.py"
 
