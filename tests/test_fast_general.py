@@ -71,7 +71,7 @@ def _same(a, b) -> None:
         assert getattr(a, f.name) == getattr(b, f.name), f.name
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(
     seed=st.integers(0, 2**16),

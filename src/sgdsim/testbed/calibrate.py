@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
@@ -45,9 +45,6 @@ from sgdsim.protocol import SteadyRule
 from sgdsim.simulation.connection import JoinDelay
 from sgdsim.testbed.netns import Link, Testbed
 from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks, wait_workers
-
-if TYPE_CHECKING:
-    from sgdsim.testbed.capture import Packets
 
 _PORT = 5201
 
@@ -481,15 +478,26 @@ def training_join_delays(
     from sgdsim.testbed.capture import (
         join_gains,
         join_records,
+        read_pcap,
         saturated_rate,
         start_excess,
         step_boundaries,
         two_way_shares,
     )
+    from sgdsim.testbed.steady import run_steady_measurement
 
-    packets, steps_per_s = _captured_training(
-        spec, bandwidth_bps, pull_bytes, push_bytes, workers, rule, link
-    )
+    if not (bandwidth_bps > 0 and pull_bytes > 0 and push_bytes > 0):
+        raise ValueError(
+            f"bandwidth and bytes must be > 0, got {bandwidth_bps}, {pull_bytes}, {push_bytes}"
+        )
+    if workers < 2:
+        raise ValueError(f"joins need workers >= 2, got {workers}")
+    with tempfile.TemporaryDirectory(prefix="sgdsim-joins-") as tmp:
+        path = str(Path(tmp) / "ps.pcap")
+        r = run_steady_measurement(
+            spec, workers, bandwidth_bps, rule=rule, link=link, capture_path=path
+        )
+        packets, steps_per_s = read_pcap(path), r.steps_per_s
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
@@ -522,41 +530,6 @@ def training_join_delays(
         windows,
         two_way_shares(packets, 1, hosts, pull_bytes, push_bytes),
     )
-
-
-def _captured_training(
-    spec: Any,
-    bandwidth_bps: float,
-    pull_bytes: float,
-    push_bytes: float,
-    workers: int,
-    rule: SteadyRule,
-    link: Link,
-) -> tuple[Packets, float]:
-    """Train ``spec`` with ``workers`` real workers on the testbed while the PS's port
-    is captured: the capture's :class:`~sgdsim.testbed.capture.Packets` and the
-    workers' steps/s.
-
-    Raises:
-        ValueError: bytes or ``bandwidth_bps`` not > 0, ``workers`` < 2.
-        MeasurementError, TestbedUnavailable: as
-            :func:`~sgdsim.testbed.run_steady_measurement`.
-    """
-    from sgdsim.testbed.capture import read_pcap
-    from sgdsim.testbed.steady import run_steady_measurement
-
-    if not (bandwidth_bps > 0 and pull_bytes > 0 and push_bytes > 0):
-        raise ValueError(
-            f"bandwidth and bytes must be > 0, got {bandwidth_bps}, {pull_bytes}, {push_bytes}"
-        )
-    if workers < 2:
-        raise ValueError(f"joins need workers >= 2, got {workers}")
-    with tempfile.TemporaryDirectory(prefix="sgdsim-joins-") as tmp:
-        path = str(Path(tmp) / "ps.pcap")
-        r = run_steady_measurement(
-            spec, workers, bandwidth_bps, rule=rule, link=link, capture_path=path
-        )
-        return read_pcap(path), r.steps_per_s
 
 
 def join_delay(
