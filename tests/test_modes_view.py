@@ -375,6 +375,34 @@ def test_accuracy_report_shows_the_phase_distance_of_steady_points(tmp_path):
     assert "phase measured" not in out.read_text()
 
 
+def test_validation_view_and_report_set_the_profile_only_prediction_beside_the_captured_one(
+    tmp_path,
+):
+    # N = 2: captured 18 (-10 %), from the profile alone 25 (+25 %); N = 3: 33 / 27
+    # (+10 % / -10 %); N = 1 has no second prediction
+    one, two, three = (measured_point(n, 10.0 * n, p) for n, p in ((1, 11.0), (2, 18.0), (3, 33.0)))
+    two[1]["profile_only_steps_per_s"], three[1]["profile_only_steps_per_s"] = 25.0, 27.0
+    db = measured_store(tmp_path, [one, two, three])
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute(
+            "SELECT workers, profile_only_steps_per_s, round(profile_only_error_pct, 6) "
+            "FROM validation ORDER BY workers"
+        ).fetchall()
+    assert got == [(1, None, None), (2, 25.0, 25.0), (3, 27.0, -10.0)]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    # over the same two points: 17.5 % and 25 % without, 10 % and 10 % with the capture
+    assert (
+        "From the profile alone (the 2 asynchronous points with N > 1 predicted with a "
+        in out.read_text().replace("\n", " ")
+    )
+    assert "MAPE 17.5 %, max error 25.0 % (with the capture: 10.0 %, 10.0 %)." in out.read_text()
+    # a store without such points says nothing of it
+    (tmp_path / "old").mkdir()
+    accuracy_report(measured_store(tmp_path / "old"), out)
+    assert "From the profile alone" not in out.read_text()
+
+
 def test_accuracy_report_counts_the_points_within_the_predictions_spread_over_starts(tmp_path):
     # N = 2: 18 ± 1.5 against 20 (within 2 sd); N = 3: 20 ± 2 against 30 (not); N = 1: one run
     one, two, three = (

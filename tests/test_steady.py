@@ -511,6 +511,22 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     assert row["push_join_delays_s"] == pytest.approx([0.003])
     assert row["pull_join_delays_s"] == pytest.approx([0.006])
     assert row["two_way_share"] == pytest.approx([0.95, 0.9])
+    # beside it, the point predicted without the capture (the profile and the
+    # network's calibration alone, as the grid predicts): the prediction made
+    # without the capture's file, and not the captured one (joins move the phases)
+    bare = tmp_path / "bare.parquet"
+    predict_testbed_stage(config, str(workload), str(tmp_path), str(bare), wc)
+    alone = pl.read_parquet(bare).row(0, named=True)
+    assert alone["profile_only_steps_per_s"] is None  # no capture: nothing beside it
+    assert row["profile_only_steps_per_s"] == alone["steps_per_s"]
+    assert row["profile_only_steps_per_s"] != pytest.approx(row["steps_per_s"], rel=0.01)
+    # one worker has no joins and shares: no second prediction
+    one = tmp_path / "one.parquet"
+    predict_testbed_stage(
+        config, str(workload), str(tmp_path), str(one), wc | {"workers": "1"},
+        push_calibration_path=str(tmp_path / "fifo.json"),
+    )  # fmt: skip
+    assert pl.read_parquet(one).row(0, named=True)["profile_only_steps_per_s"] is None
 
 
 @pytest.mark.slow

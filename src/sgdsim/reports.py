@@ -254,6 +254,15 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         band = con.execute(
             "SELECT count(inside_band), count(*) FILTER (WHERE inside_band) FROM validation"
         ).fetchone()
+        uncaptured = (
+            con.execute(
+                "SELECT count(*), avg(abs(profile_only_error_pct)), "
+                "max(abs(profile_only_error_pct)), avg(ape_pct), max(ape_pct) "
+                "FROM validation WHERE profile_only_steps_per_s IS NOT NULL"
+            ).fetchone()
+            if _has_column(con, "validation", "profile_only_steps_per_s")
+            else None
+        )
         skipped = con.execute(
             f"""
             SELECT {_mode(con, "measurements")} AS m, model, network, policy, workers, reason
@@ -311,6 +320,15 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                 "Inside the predicted phase band (asynchronous workers in lockstep … the "
                 "bottleneck bound, `predictions.steps_per_s_lo` … `_hi`): "
                 f"{band[1]} of the {band[0]} points that have one.",
+                "",
+            ]
+        if uncaptured and uncaptured[0]:
+            k, a, x, a_cap, x_cap = uncaptured
+            text += [
+                f"From the profile alone (the {k} asynchronous points with N > 1 predicted "
+                "with a capture of the model training at N, predicted again without it, as "
+                f"the grid predicts; `validation.profile_only_error_pct`): MAPE {a:.1f} %, "
+                f"max error {x:.1f} % (with the capture: {a_cap:.1f} %, {x_cap:.1f} %).",
                 "",
             ]
         text += _launch_line(points)

@@ -931,6 +931,13 @@ def predict_testbed_stage(
     ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
     runs instead of the seeded ones (:func:`replay_testbed_stage`).
 
+    An async point with N > 1 predicted with that capture is predicted once
+    more without it (``profile_only_steps_per_s``, ``profile_only_phase_distance``;
+    NULL otherwise, and in a replay): the one-worker profile and the network's own
+    calibration (CPU per byte, the pull race's join delay), no push join, a two-way
+    share of 1, no phase band. A user who cannot train the model at N gets that
+    prediction; the capture is a measurement of N workers training.
+
     Raises:
         ConfigError: an ``allreduce`` point without ``allreduce_step_path``.
     """
@@ -952,7 +959,11 @@ def predict_testbed_stage(
         net_cpu = float(cal["network_cpu_s_per_byte"])
         pull_delay = JoinDelay.of(float(cal.get("pull_join_delay_s", 0.0)))
         overhead = _message_overhead(cal, workers)
+    # what a user has without training the model at N: the network's own calibration
+    network_only, race_pull = network, pull_delay
+    captured = False
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
+        captured = True
         joins = json.loads(Path(push_calibration_path).read_text())
         push_delay = _join_delay_of(_joins_at(joins, workers), "push")
         if joins.get("method") == "training capture":  # the model's own, from training
@@ -989,6 +1000,11 @@ def predict_testbed_stage(
     if rule is None and mode == "async":
         offsets = validation_offsets(config, workload, network, wildcards)
     proto = _episode_protocol(config, wildcards)
+    episodes = (
+        None
+        if offsets is None or rule is not None
+        else (proto["warmup_s"], proto["duration_s"], proto["min_steps"])
+    )
     row = {
         "model": wildcards["model"],
         "hardware": wildcards["hardware"],
@@ -1015,13 +1031,33 @@ def predict_testbed_stage(
             params,
             mode=mode,
             start_offsets_s=offsets,
-            episodes=None
-            if offsets is None or rule is not None
-            else (proto["warmup_s"], proto["duration_s"], proto["min_steps"]),
+            episodes=episodes,
             steady=rule,
         ),
         "mode": mode,
+        "profile_only_steps_per_s": None,
+        "profile_only_phase_distance": None,
     }
+    if captured and mode == "async" and workers > 1 and start_offsets_s is None:
+        # the same point without the capture: how the grid predicts (docs/validation.md)
+        alone = predict_point(
+            workload,
+            network_only,
+            workers,
+            wildcards["policy"],
+            dataclasses.replace(
+                params,
+                pull_join_delay_s=race_pull,
+                push_join_delay_s=JoinDelay((0.0,)),
+                phase_band=False,
+            ),
+            mode=mode,
+            start_offsets_s=offsets,
+            episodes=episodes,
+            steady=rule,
+        )
+        row["profile_only_steps_per_s"] = alone["steps_per_s"]
+        row["profile_only_phase_distance"] = alone.get("phase_distance")
     if offsets is not None:
         row["start_offsets_s"] = offsets
     with atomic_path(out_path) as tmp:

@@ -249,7 +249,9 @@ CREATE TABLE testbed_predictions (
     steps_in_window  INTEGER[],         -- steady: step ends of each worker inside the window
     step_end_times   DOUBLE[][],        -- steady: per worker, every simulated step end, s since the window started
     phase_distance   DOUBLE,            -- steady, N > 1: as measurements.phase_distance, of the first simulated run
-    steps_per_s_by_phase DOUBLE[]       -- steady async, N = 2: steps/s of the pair at phases 0-0.1, ... 0.4-0.5, run from every start phase (NULL where never)
+    steps_per_s_by_phase DOUBLE[],      -- steady async, N = 2: steps/s of the pair at phases 0-0.1, ... 0.4-0.5, run from every start phase (NULL where never)
+    profile_only_steps_per_s DOUBLE,    -- async, N > 1, predicted with the model's training capture: the same point predicted without it, from the one-worker profile and the network's calibration alone (pull race join, CPU per byte), as a user who cannot train the model at N would predict it (NULL otherwise)
+    profile_only_phase_distance DOUBLE  -- steady: phase_distance of that prediction's first run
 );
 
 -- One row per steady asynchronous point with N > 1: a diagnostic replay of its

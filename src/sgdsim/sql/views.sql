@@ -60,7 +60,11 @@ SELECT
     -- without the launch's part (the step model and the phases' later moves)
     r.replay_steps_per_s AS replayed_steps_per_s,
     100 * (r.replay_steps_per_s - m.steps_per_s) / m.steps_per_s AS replayed_error_pct,
-    r.replay_phase_distance AS replayed_phase_distance
+    r.replay_phase_distance AS replayed_phase_distance,
+    -- async, N > 1, predicted with the model's training capture at N: the
+    -- prediction without it (the one-worker profile and the network's calibration)
+    p.profile_only_steps_per_s,
+    100 * (p.profile_only_steps_per_s - m.steps_per_s) / m.steps_per_s AS profile_only_error_pct
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
