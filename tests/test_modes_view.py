@@ -305,7 +305,8 @@ def test_validation_page_selects_the_mode(tmp_path, pages):
     _, table, query, phases = validation.update_validation("LeNet5", "allreduce")
     assert query == "?model=LeNet5&mode=allreduce"
     assert phases == []  # no steady pair
-    assert [c.children for c in table.children[1].children] == ["n", "tf_default", 1, "5.0", "5.0"]
+    row = [c.children for c in table.children[1].children]
+    assert row == ["n", "tf_default", 1, "5.0", "5.0", "—"]  # no profile-only prediction
     assert validation.rows("LeNet5", "async")["workers"].to_list() == [1, 2]
 
 
@@ -376,7 +377,7 @@ def test_accuracy_report_shows_the_phase_distance_of_steady_points(tmp_path):
 
 
 def test_validation_view_and_report_set_the_profile_only_prediction_beside_the_captured_one(
-    tmp_path,
+    tmp_path, pages
 ):
     # N = 2: captured 18 (-10 %), from the profile alone 25 (+25 %); N = 3: 33 / 27
     # (+10 % / -10 %); N = 1 has no second prediction
@@ -397,6 +398,9 @@ def test_validation_view_and_report_set_the_profile_only_prediction_beside_the_c
         in out.read_text().replace("\n", " ")
     )
     assert "MAPE 17.5 %, max error 25.0 % (with the capture: 10.0 %, 10.0 %)." in out.read_text()
+    # and the validation page's table beside the network's MAPE
+    _, table, _, _ = pages(db)["validation"].update_validation("LeNet5", "async")
+    assert [c.children for c in table.children[1].children][-1] == "17.5 / 25.0"
     # a store without such points says nothing of it
     (tmp_path / "old").mkdir()
     accuracy_report(measured_store(tmp_path / "old"), out)

@@ -155,18 +155,29 @@ def update_validation(model: str | None, mode: str | None = "async") -> Any:
     df = rows(model, mode)
     summary = fetch(
         "SELECT network, policy, count(*) AS points, avg(ape_pct) AS mape_pct, "
-        f"max(ape_pct) AS max_ape_pct FROM validation WHERE model = ? AND {_mode_sql()} = ? "
+        "max(ape_pct) AS max_ape_pct, avg(abs(profile_only_error_pct)) AS profile_only_mape, "
+        "max(abs(profile_only_error_pct)) AS profile_only_max "
+        f"FROM validation WHERE model = ? AND {_mode_sql()} = ? "
         "GROUP BY network, policy ORDER BY network, policy",
         [model or "", mode or ""],
     )
-    head = ["network", "policy", "points", "MAPE %", "max error %"]
+    # the points predicted with a capture of the model training at N, predicted
+    # again from the profile alone (docs/validation.md, "From the profile alone")
+    head = ["network", "policy", "points", "MAPE %", "max error %", "from the profile alone"]
+
+    def alone(m: float | None, x: float | None) -> str:
+        return "—" if m is None or x is None else f"{m:.1f} / {x:.1f}"
+
     summary_table = html.Table(
         [html.Tr([html.Th(h) for h in head])]
         + [
             html.Tr(
-                [html.Td(net), html.Td(pol), html.Td(n), html.Td(f"{m:.1f}"), html.Td(f"{x:.1f}")]
+                [
+                    *(html.Td(v) for v in (net, pol, n, f"{m:.1f}", f"{x:.1f}")),
+                    html.Td(alone(am, ax), title="MAPE / max error %, N > 1"),
+                ]
             )
-            for net, pol, n, m, x in summary.iter_rows()
+            for net, pol, n, m, x, am, ax in summary.iter_rows()
         ],
         id="validation-table",
         className="data",
