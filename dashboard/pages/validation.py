@@ -155,8 +155,8 @@ def update_validation(model: str | None, mode: str | None = "async") -> Any:
     df = rows(model, mode)
     summary = fetch(
         "SELECT network, policy, count(*) AS points, avg(ape_pct) AS mape_pct, "
-        "max(ape_pct) AS max_ape_pct, avg(abs(profile_only_error_pct)) AS profile_only_mape, "
-        "max(abs(profile_only_error_pct)) AS profile_only_max "
+        "max(ape_pct) AS max_ape_pct, avg(profile_only_ape_pct) AS profile_only_mape, "
+        "max(profile_only_ape_pct) AS profile_only_max "
         f"FROM validation WHERE model = ? AND {_mode_sql()} = ? "
         "GROUP BY network, policy ORDER BY network, policy",
         [model or "", mode or ""],

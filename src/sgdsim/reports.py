@@ -256,8 +256,8 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ).fetchone()
         uncaptured = (
             con.execute(
-                "SELECT count(*), avg(abs(profile_only_error_pct)), "
-                "max(abs(profile_only_error_pct)), avg(ape_pct), max(ape_pct) "
+                "SELECT count(*), avg(profile_only_ape_pct), max(profile_only_ape_pct), "
+                "avg(ape_pct), max(ape_pct) "
                 "FROM validation WHERE profile_only_steps_per_s IS NOT NULL"
             ).fetchone()
             if _has_column(con, "validation", "profile_only_steps_per_s")

@@ -1005,6 +1005,20 @@ def predict_testbed_stage(
         if offsets is None or rule is not None
         else (proto["warmup_s"], proto["duration_s"], proto["min_steps"])
     )
+
+    def predict(on: Any, with_params: SimParams) -> dict[str, Any]:
+        return predict_point(
+            workload,
+            on,
+            workers,
+            wildcards["policy"],
+            with_params,
+            mode=mode,
+            start_offsets_s=offsets,
+            episodes=episodes,
+            steady=rule,
+        )
+
     row = {
         "model": wildcards["model"],
         "hardware": wildcards["hardware"],
@@ -1023,39 +1037,18 @@ def predict_testbed_stage(
         "two_way_share": None if two_way is None else list(two_way),
         "message_overhead_s": overhead,
         **extra,
-        **predict_point(
-            workload,
-            network,
-            workers,
-            wildcards["policy"],
-            params,
-            mode=mode,
-            start_offsets_s=offsets,
-            episodes=episodes,
-            steady=rule,
-        ),
+        **predict(network, params),
         "mode": mode,
         "profile_only_steps_per_s": None,
         "profile_only_phase_distance": None,
     }
     if captured and mode == "async" and workers > 1 and start_offsets_s is None:
         # the same point without the capture: how the grid predicts (docs/validation.md)
-        alone = predict_point(
-            workload,
-            network_only,
-            workers,
-            wildcards["policy"],
-            dataclasses.replace(
-                params,
-                pull_join_delay_s=race_pull,
-                push_join_delay_s=JoinDelay((0.0,)),
-                phase_band=False,
-            ),
-            mode=mode,
-            start_offsets_s=offsets,
-            episodes=episodes,
-            steady=rule,
+        no_push = JoinDelay((0.0,))
+        bare = dataclasses.replace(
+            params, pull_join_delay_s=race_pull, push_join_delay_s=no_push, phase_band=False
         )
+        alone = predict(network_only, bare)
         row["profile_only_steps_per_s"] = alone["steps_per_s"]
         row["profile_only_phase_distance"] = alone.get("phase_distance")
     if offsets is not None:

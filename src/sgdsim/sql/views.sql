@@ -64,7 +64,8 @@ SELECT
     -- async, N > 1, predicted with the model's training capture at N: the
     -- prediction without it (the one-worker profile and the network's calibration)
     p.profile_only_steps_per_s,
-    100 * (p.profile_only_steps_per_s - m.steps_per_s) / m.steps_per_s AS profile_only_error_pct
+    100 * (p.profile_only_steps_per_s - m.steps_per_s) / m.steps_per_s AS profile_only_error_pct,
+    100 * abs(p.profile_only_steps_per_s - m.steps_per_s) / m.steps_per_s AS profile_only_ape_pct
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
