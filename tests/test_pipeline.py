@@ -194,7 +194,7 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
             [net["name"]],
         ).fetchall()
         assert used == [(cal["network_cpu_s_per_byte"],)]
-        # the two-way share the model's training capture gave at its async points' one
+        # the two-way share the capture of the model's step skeleton gave at its async points' one
         # N >= 2 reaches them; the synchronous ones have none
         push = json.loads((cal_path.parent / net["name"] / "cpu" / "LeNet5.push.json").read_text())
         assert set(push["two_way_share"]) == set(push["joins_at"]) == {"2"}
@@ -222,7 +222,8 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
         for n, used, sync_path in alpha:
             assert sync_path and used == (cal["message_overhead_s"][str(n)] if n > 1 else 0.0)
     # each async point's join delays are its model's own, from its largest N of
-    # workers training it on its network with the PS's port captured: per number of
+    # workers running its profiled step's skeleton on its network with the PS's port
+    # captured (no N-worker training: the default calibration): per number of
     # transfers joined, the mean lateness of the joins (clipped at 0) and its sd
     pushes = con.execute(
         "SELECT DISTINCT model, hardware, network, push_join_delays_s, push_join_sd_s, "
@@ -233,7 +234,7 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
     for model, hardware, network, push, push_sd, pull, pull_sd, push_1 in pushes:
         cal_path = tiny_run / "results/validation/calibration" / network / hardware
         joins = json.loads((cal_path / f"{model}.push.json").read_text())
-        assert joins["status"] == "ok" and joins["method"] == "training capture"
+        assert joins["status"] == "ok" and joins["method"] == "skeleton capture"
         assert joins["steps_per_s"] > 0 and joins["workers"] >= 2
         assert push_1 == push[0] and len(push) == len(pull) == joins["workers"] - 1
         for mean, sd, name in ((push, push_sd, "push"), (pull, pull_sd, "pull")):

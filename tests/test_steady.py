@@ -393,8 +393,10 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     calibrate_push_join_stage(config, str(workload), str(out), net["name"], "cpu", "LeNet5")
     assert time.monotonic() - t0 < 50  # a 10 s window: not the 60 s default (no convergence here)
     got = json.loads(out.read_text())
-    # two real workers trained through the FIFO while the PS port was captured
+    # two real workers ran the profiled step's skeleton (the default calibration)
+    # through the FIFO while the PS port was captured
     assert (got["status"], got["draw"], got["workers"]) == ("ok", "joins", 2)
+    assert got["method"] == "skeleton capture"
     assert got["steps_per_s"] > 0
     # the prediction draws the captured joins themselves, unclipped
     for name in ("push", "pull"):
@@ -451,13 +453,16 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     )
     from sgdsim.simulation.connection import JoinDelay
 
-    # which N the stage trains and captures; the captures themselves have their tests
+    # which N the stage trains (or runs the skeleton at) and captures, and with which
+    # workload's skeleton; the captures themselves have their tests
     trained: list[int] = []
+    skeletons: list[str | None] = []
     shares = {2: (0.95, 0.9), 3: None, 4: (0.8, 0.7)}
 
     def joins(**kw):
         n = kw["workers"]
         trained.append(n)
+        skeletons.append(kw["skeleton"])
         push, pull = JoinDelay((0.001 * n,), (0.0005,)), JoinDelay((0.002 * n,), (0.0,))
         return calibrate.TrainingJoins(
             push, pull, {1: (0.001 * n,)}, {}, 1.0 / n, n, two_way_share=shares[n]
@@ -473,6 +478,7 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     config["validation"] |= {
         "networks": [config["validation"]["networks"][0], fifo],
         "points": [{"model": "LeNet5", "workers": [1, 2, 3, 4], "networks": ["fifo", "100Mbps"]}],
+        "join_calibration": "training",
     }
     got = {}
     for name in ("fifo", "100Mbps"):
@@ -480,8 +486,9 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
         calibrate_push_join_stage(config, str(workload), str(out), name, "cpu", "LeNet5")
         got[name] = json.loads(out.read_text())
     # on either queue every N >= 2 of the points is trained, the largest first
-    assert trained == [4, 2, 3, 4, 2, 3]
+    assert trained == [4, 2, 3, 4, 2, 3] and skeletons == [None] * 6
     for cal in got.values():
+        assert cal["method"] == "training capture"
         assert cal["two_way_share"] == {"2": [0.95, 0.9], "3": None, "4": [0.8, 0.7]}
         assert set(cal["joins_at"]) == {"2", "3", "4"}
         # the top level stays the largest N's (the store's columns)
@@ -527,6 +534,22 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
         push_calibration_path=str(tmp_path / "fifo.json"),
     )  # fmt: skip
     assert pl.read_parquet(one).row(0, named=True)["profile_only_steps_per_s"] is None
+    # by default the same N run the skeleton of the model's profiled step (its
+    # workload) instead of training it; its joins reach the point as a training
+    # capture's do, and it needs no second prediction: it is the profile's own
+    trained.clear()
+    del config["validation"]["join_calibration"]
+    sk = tmp_path / "fifo-skeleton.json"
+    calibrate_push_join_stage(config, str(workload), str(sk), "fifo", "cpu", "LeNet5")
+    assert trained == [4, 2, 3] and skeletons[6:] == [str(workload)] * 3
+    assert json.loads(sk.read_text())["method"] == "skeleton capture"
+    predict_testbed_stage(
+        config, str(workload), str(tmp_path), str(out), wc, push_calibration_path=str(sk)
+    )
+    by_skeleton = pl.read_parquet(out).row(0, named=True)
+    assert by_skeleton["pull_join_delays_s"] == pytest.approx([0.006])
+    assert by_skeleton["steps_per_s"] == row["steps_per_s"]
+    assert by_skeleton["profile_only_steps_per_s"] is None
 
 
 @pytest.mark.slow
@@ -559,3 +582,41 @@ def test_an_episodes_point_launched_twice_is_scored_by_the_mean_of_its_launches(
     assert len(row["run_step_end_times"]) == 2
     assert row["run_step_end_times"][0] == row["step_end_times"]
     assert child_processes() == []
+
+
+def test_the_skeleton_of_a_step_waits_its_compute_and_moves_its_bytes(tmp_path):
+    """A skeleton worker (loopback: one PS, one worker) takes the profiled compute
+    per step as waits, plus its transfers; a workload with two PS tasks is refused."""
+    import dataclasses
+
+    import numpy as np
+
+    from sgdsim.simulation import Workload
+    from sgdsim.testbed import run_steady_measurement
+    from sgdsim.testbed.skeleton import build_skeleton_graph
+
+    # two pulls gating two segments (0.12 s and 0.08 s), two pushes after them
+    w = Workload(
+        seg_dur_s=np.array([0.12, 0.08]),
+        pull_bytes=np.array([2e6, 1e6]),
+        pull_gate=np.array([0, 1]),
+        push_bytes=np.array([1e6, 2e6]),
+        push_seg=np.array([0, 1]),
+        push_update_s=np.array([0.001, 0.001]),
+    )
+    path = tmp_path / "w.json"
+    w.save(path)
+    rule = SteadyRule(warmup_steps=2, settle_s=0.0, min_steps=8, max_s=4.0)
+    r = run_steady_measurement(lenet(), 1, None, rule=rule, loopback=True, skeleton=str(path))
+    step_s = 1.0 / r.steps_per_s
+    # the waits hold 0.2 s a step; 6 MB through loopback and TensorFlow's step
+    # overhead add milliseconds to tens of them, not a model's training
+    assert 0.2 <= step_s < 0.35
+    assert child_processes() == []
+    with pytest.raises(ValueError, match="one PS task"):
+        build_skeleton_graph(
+            dataclasses.replace(w, ps_tasks=2, pull_shard=np.array([0, 1]),
+                                push_shard=np.array([0, 1])),
+            {"ps": ["a:1", "b:1"], "worker": ["c:1"]},
+            "/job:worker/task:0",
+        )  # fmt: skip

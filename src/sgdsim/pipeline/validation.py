@@ -145,6 +145,9 @@ def _protocol(config: dict[str, Any], wildcards: dict[str, str] | None) -> str:
 #: Name of the network a point measured on loopback (no root) is predicted for.
 LOOPBACK_FIT = "loopback (profile fit)"
 
+#: The join calibration's ``method`` in its JSON, per ``validation.join_calibration``.
+METHODS = {"skeleton": "skeleton capture", "training": "training capture"}
+
 
 def _testbed_network(config: dict[str, Any], net: dict[str, Any], tables_dir: str) -> Any:
     """The network the testbed gives a validation point, as the simulator sees it.
@@ -628,13 +631,16 @@ def calibrate_push_join_stage(
 ) -> None:
     """Calibrate one model's join delays on one validation network (JSON).
 
-    Writes ``{"status": "ok", "method": "training capture", "workers": W,
+    Writes ``{"status": "ok", "method": "skeleton capture", "workers": W,
     "push_join_delay_s": [mean per k], "push_join_sd_s": [sd per k],
     "push_join_growth_s": {"k": […]}, the same for ``pull``,
     "steps_per_s": …}`` from
     :func:`sgdsim.testbed.calibrate.training_join_delays`: the largest N
-    of the model's async points on this network (at least 2) train the
-    model on the network's NICs (the validation hardware's threads) while
+    of the model's async points on this network (at least 2) run the
+    skeleton of the profiled step (``validation.join_calibration:
+    skeleton``, the default: the workload's transfers, its compute as
+    waits; ``"method": "training capture"`` with ``training``: they train
+    the model) on the network's NICs (the validation hardware's threads) while
     the PS's port is captured; per number ``k`` of transfers a pull or push
     joins, the mean and spread of the joins' lateness the capture shows.
     Through a ``fifo`` queue, where a joiner may get more than its share,
@@ -653,7 +659,7 @@ def calibrate_push_join_stage(
     docs/steady-state.md, "The force on the phase") and
     ``"push_join_window_s"`` / ``"pull_join_window_s"`` (each join's overlap
     with its incumbents, in the order of its lateness). Every other N ≥ 2 of
-    the model's async points on this network is trained and captured the
+    the model's async points on this network is run and captured the
     same way: ``"joins_at"`` (``{"N": {"workers", "draw", "steps_per_s",
     "push_join_delay_s", "push_join_sd_s", "push_join_growth_s", the same for
     pull}}``, the largest N's included) and ``"two_way_share"`` (``{"N":
@@ -686,6 +692,8 @@ def calibrate_push_join_stage(
         from sgdsim.testbed.calibrate import TRAINING_JOIN_RULE, training_join_delays
 
         capture_s = config["validation"]["join_capture_s"]
+        method = config["validation"]["join_calibration"]
+        doing = "running the step's skeleton" if method == "skeleton" else "training"
         ns = {
             int(p["workers"])
             for p in validation_points(config)
@@ -700,6 +708,7 @@ def calibrate_push_join_stage(
             push_bytes=float(workload.push_bytes.sum()),
             rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
             link=link,
+            skeleton=workload_path if method == "skeleton" else None,
         )
         joins = training_join_delays(workers=workers, **kw)
         # joins and shares change with N: each other N >= 2 gets a capture of its own
@@ -708,7 +717,7 @@ def calibrate_push_join_stage(
         row |= {
             "status": "ok",
             "reason": "",
-            "method": "training capture",
+            "method": METHODS[method],
             # the largest N's joins (as training_join_delays chose: a FIFO's drawn as
             # measured, sign included), then every N's
             **_joins_row(joins),
@@ -744,14 +753,14 @@ def calibrate_push_join_stage(
                     for k, (m, sd) in enumerate(zip(delay.mean_s, delay.sd_s, strict=True), 1)
                 )
                 print(
-                    f"[calibrate] {net['name']}: {n} workers training, a {name} "
+                    f"[calibrate] {net['name']}: {n} workers {doing}, a {name} "
                     f"that joins gets its share {ms}",
                     file=sys.stderr,
                 )
             v = j.two_way_share
             said = "too little" if v is None else f"{v[0]:.3f} (pull) and {v[1]:.3f} (push)"
             print(
-                f"[calibrate] {net['name']}: {n} workers training, each direction carries "
+                f"[calibrate] {net['name']}: {n} workers {doing}, each direction carries "
                 f"{said} of its rate alone while the other carries data",
                 file=sys.stderr,
             )
@@ -963,11 +972,12 @@ def predict_testbed_stage(
     network_only, race_pull = network, pull_delay
     captured = False
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
-        captured = True
         joins = json.loads(Path(push_calibration_path).read_text())
         push_delay = _join_delay_of(_joins_at(joins, workers), "push")
-        if joins.get("method") == "training capture":  # the model's own, from training
+        if joins.get("method") in METHODS.values():  # the model's own, from its capture
             pull_delay = _join_delay_of(_joins_at(joins, workers), "pull")
+        # a capture of the model training at N is predicted again without it (below)
+        captured = joins.get("method") == METHODS["training"]
         two_way = _two_way_share_at(joins, workers)
         if two_way is not None:
             network = dataclasses.replace(network, two_way_share=two_way)

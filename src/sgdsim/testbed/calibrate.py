@@ -442,8 +442,10 @@ def training_join_delays(
     workers: int = 2,
     rule: SteadyRule = TRAINING_JOIN_RULE,
     link: Link = Link(),
+    skeleton: str | None = None,
 ) -> TrainingJoins:
-    """The join delays of one model on one network, from real workers training it.
+    """The join delays of one model on one network, from real workers training it
+    or running the skeleton of its profiled step.
 
     ``workers`` real workers train ``spec`` asynchronously on the testbed
     (launched together, phases left to themselves, as in a training job)
@@ -468,6 +470,12 @@ def training_join_delays(
         rule: how long they train.
         link: the testbed's links (:class:`~sgdsim.testbed.netns.Link`); a
             ``fifo`` queue's joins are drawn with their sign.
+        skeleton: the model's workload JSON path: the workers run the skeleton
+            of its profiled step (:mod:`sgdsim.testbed.skeleton`: the
+            profile's transfers through the same gRPC connections, compute as
+            waits) instead of training the model. It needs only the one-worker
+            profile, and its pairs split and lock as training pairs do
+            (docs/steady-state.md, "The step's skeleton").
 
     Raises:
         ValueError: bytes or ``bandwidth_bps`` not > 0, ``workers`` < 2.
@@ -495,8 +503,9 @@ def training_join_delays(
     with tempfile.TemporaryDirectory(prefix="sgdsim-joins-") as tmp:
         path = str(Path(tmp) / "ps.pcap")
         r = run_steady_measurement(
-            spec, workers, bandwidth_bps, rule=rule, link=link, capture_path=path
-        )
+            spec, workers, bandwidth_bps, rule=rule, link=link, capture_path=path,
+            skeleton=skeleton,
+        )  # fmt: skip
         packets, steps_per_s = read_pcap(path), r.steps_per_s
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)

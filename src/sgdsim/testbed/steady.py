@@ -64,6 +64,7 @@ def run_steady_measurement(
     link: Link = Link(),
     capture_path: str | None = None,
     capture_payload: bool = False,
+    skeleton: str | None = None,
 ) -> MeasurementResult:
     """Run asynchronous PS training of ``spec`` on ``workers`` workers until its
     steady-state throughput has converged (see the module docstring).
@@ -90,6 +91,9 @@ def run_steady_measurement(
         capture_payload: capture whole packets, not only headers (for
             :func:`sgdsim.testbed.wire.tensor_timeline`; about the bytes
             the run moves, on disk).
+        skeleton: a workload JSON path: the workers run the skeleton of its
+            profiled step (:mod:`sgdsim.testbed.skeleton`) instead of
+            training ``spec`` (whose threads they keep).
 
     Returns:
         A :class:`~sgdsim.testbed.run.MeasurementResult` with ``steady`` set:
@@ -160,6 +164,7 @@ def run_steady_measurement(
                         "--lifetime", f"{limit_s + 30:.0f}",
                         "--progress", str(feeds[k]),
                         "--stop", str(stop_file),
+                        *(["--skeleton", skeleton] if skeleton is not None else []),
                     ],
                 )  # fmt: skip
             log(f"started {', '.join(procs)}")

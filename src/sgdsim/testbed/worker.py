@@ -41,6 +41,10 @@ tokens, so that every step waits for the update of the previous one: one
 step of each worker = one synchronous update. The other workers wait for the
 variables, then set their local step from the global step.
 
+With ``--skeleton WORKLOAD`` the worker runs the skeleton of that workload's
+profiled step instead of the model (:mod:`sgdsim.testbed.skeleton`: the
+profile's transfers, its compute as waits), asynchronously.
+
 It then leaves with ``os._exit(0)`` (an in-process gRPC server cannot be stopped
 cleanly); exit code 1 on any error, 3 when ``--lifetime`` seconds ran out.
 """
@@ -111,6 +115,7 @@ def run_worker(
     progress: Path | None = None,
     stop: Path | None = None,
     sync_replicas: int = 0,
+    skeleton: Path | None = None,
 ) -> int:
     """Train ``spec`` asynchronously as ``/job:worker/task:{task}``.
 
@@ -132,6 +137,10 @@ def run_worker(
 
     ``sync_replicas``: N > 0 trains synchronously (``SyncReplicasOptimizer``
     over N replicas, see the module docstring); 0: asynchronously.
+
+    ``skeleton``: a workload JSON (:class:`~sgdsim.simulation.Workload`): run
+    the skeleton of its profiled step (:mod:`sgdsim.testbed.skeleton`) in
+    place of ``spec``'s training, asynchronously; ``spec`` gives the threads.
 
     Writes the step end times (epoch seconds) to ``out`` as JSON, atomically.
 
@@ -161,7 +170,15 @@ def run_worker(
         tf.train.ClusterSpec(cluster), job_name="worker", task_index=task, config=cfg
     )
     worker_device = f"/job:worker/task:{task}/device:CPU:0"
-    tg = build_training_graph(spec, cluster, worker_device, sync_replicas)
+    if skeleton is not None:
+        from sgdsim.simulation import Workload
+        from sgdsim.testbed.skeleton import build_skeleton_graph
+
+        if sync_replicas:
+            raise ValueError("a skeleton step runs asynchronously (no --sync-replicas)")
+        tg = build_skeleton_graph(Workload.load(str(skeleton)), cluster, worker_device)
+    else:
+        tg = build_training_graph(spec, cluster, worker_device, sync_replicas)
     graph, train_op, init = tg.graph, tg.train_op, tg.init
     with graph.as_default():
         if sync_replicas:
@@ -173,7 +190,8 @@ def run_worker(
             uninitialized = tf.compat.v1.report_uninitialized_variables()
         graph.finalize()
 
-    log(f"task {task}: {spec.model} {spec.image_size}px batch {spec.batch_size} at {server.target}")
+    what = f"the skeleton of {skeleton}" if skeleton is not None else spec.model
+    log(f"task {task}: {what} {spec.image_size}px batch {spec.batch_size} at {server.target}")
     with tf.compat.v1.Session(server.target, graph=graph, config=cfg) as sess:
         t_wait = time.monotonic()
         if task == 0:
@@ -293,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--sync-replicas", type=int, default=0, help="N: synchronous over N workers (0: async)"
     )
+    p.add_argument(
+        "--skeleton", type=Path, default=None, help="workload JSON: run its step's skeleton"
+    )
     a = p.parse_args(argv)
     lifetime = a.lifetime if a.lifetime is not None else a.duration + 600.0
     timer = threading.Timer(lifetime, lambda: os._exit(3))
@@ -313,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=a.progress,
             stop=a.stop,
             sync_replicas=a.sync_replicas,
+            skeleton=a.skeleton,
         )
     except Exception as e:  # reported by the parent with the log
         log(f"task {a.task}: error: {type(e).__name__}: {e}")
