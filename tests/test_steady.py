@@ -541,7 +541,7 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     del config["validation"]["join_calibration"]
     sk = tmp_path / "fifo-skeleton.json"
     calibrate_push_join_stage(config, str(workload), str(sk), "fifo", "cpu", "LeNet5")
-    assert trained == [4, 2, 3] and skeletons[6:] == [str(workload)] * 3
+    assert trained == [4, 2, 3] and skeletons[6:] == [str(workload.resolve())] * 3
     assert json.loads(sk.read_text())["method"] == "skeleton capture"
     predict_testbed_stage(
         config, str(workload), str(tmp_path), str(out), wc, push_calibration_path=str(sk)

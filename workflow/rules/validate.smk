@@ -36,7 +36,7 @@ rule calibrate_testbed:
 
 
 rule calibrate_push_join:
-    """Per model and network: how late a push or pull that joins k other workers' gets its share, and the two-way share, from a capture of the model's training at each N of its async points."""
+    """Per model and network: how late a push or pull that joins k other workers' gets its share, and the two-way share, from a capture of the PS's port while N processes run the profiled step's skeleton (or train the model) at each N of its async points."""
     input:
         workload=rules.normalize.output.workload,
     output:

@@ -708,7 +708,8 @@ def calibrate_push_join_stage(
             push_bytes=float(workload.push_bytes.sum()),
             rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
             link=link,
-            skeleton=workload_path if method == "skeleton" else None,
+            # the skeleton's workers start in the testbed's namespaces: an absolute path
+            skeleton=str(Path(workload_path).resolve()) if method == "skeleton" else None,
         )
         joins = training_join_delays(workers=workers, **kw)
         # joins and shares change with N: each other N >= 2 gets a capture of its own
@@ -940,9 +941,10 @@ def predict_testbed_stage(
     ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
     runs instead of the seeded ones (:func:`replay_testbed_stage`).
 
-    An async point with N > 1 predicted with that capture is predicted once
-    more without it (``profile_only_steps_per_s``, ``profile_only_phase_distance``;
-    NULL otherwise, and in a replay): the one-worker profile and the network's own
+    An async point with N > 1 predicted with a capture of the model training
+    at N (``"method": "training capture"``) is predicted once more without it
+    (``profile_only_steps_per_s``, ``profile_only_phase_distance``; NULL
+    otherwise, and in a replay): the one-worker profile and the network's own
     calibration (CPU per byte, the pull race's join delay), no push join, a two-way
     share of 1, no phase band. A user who cannot train the model at N gets that
     prediction; the capture is a measurement of N workers training.
