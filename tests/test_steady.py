@@ -584,7 +584,7 @@ def test_an_episodes_point_launched_twice_is_scored_by_the_mean_of_its_launches(
     assert child_processes() == []
 
 
-def test_the_skeleton_of_a_step_waits_its_compute_and_moves_its_bytes(tmp_path):
+def test_the_skeleton_of_a_step_waits_its_compute_and_refuses_ps_shards(tmp_path):
     """A skeleton worker (loopback: one PS, one worker) takes the profiled compute
     per step as waits, plus its transfers; a workload with two PS tasks is refused."""
     import dataclasses
