@@ -90,6 +90,58 @@ def test_cli_predict_refuses_out_of_range_options_in_the_users_units(tmp_path):
         assert "Traceback" not in r.output and bad[1] in r.output, r.output
 
 
+def test_cli_predict_takes_captured_joins_at_each_n_and_refuses_a_file_that_does_not_fit(
+    tmp_path,
+):
+    workload = _workload(tmp_path)
+
+    def at(n: int, delay_s: float) -> dict:
+        row = {"workers": n, "draw": "gamma", "steps_per_s": 1.0}
+        for name in ("push", "pull"):
+            row |= {
+                f"{name}_join_delay_s": [delay_s] * (n - 1),
+                f"{name}_join_sd_s": [0.0] * (n - 1),
+                f"{name}_join_growth_s": {"1": [delay_s] * 5},
+            }
+        return row
+
+    joins = {
+        "status": "ok",
+        "method": "skeleton capture",
+        "network": {"bandwidth_bps": 2e8, "queue": "fifo", "mtu": 1500},
+        "joins_at": {"2": at(2, 0.05), "4": at(4, 0.0)},
+        "two_way_share": {"2": [0.5, 0.5], "4": [1.0, 1.0]},
+    }
+    path = tmp_path / "joins.json"
+    path.write_text(json.dumps(joins))
+
+    def steps(*args: str) -> dict[int, float]:
+        r = CliRunner().invoke(main, ["predict", "--workload", workload, "--json", *args])
+        assert r.exit_code == 0, r.output
+        rows = [json.loads(line) for line in r.output.splitlines()]
+        assert {x["bandwidth_bps"] for x in rows} == {2e8}  # the capture's rate
+        return {x["workers"]: x["steps_per_s"] for x in rows}
+
+    bare = steps("-b", "2e8", "-n", "2", "-n", "4")
+    joined = steps("--joins", str(path), "-n", "2", "-n", "4")
+    # N = 2 (network-bound): late joins and a two-way share of a half slow it down;
+    # N = 4 takes its own capture, whose joins are on time and directions independent
+    assert joined[2] < 0.97 * bare[2]
+    assert joined[4] == pytest.approx(bare[4])
+    # N = 3 was not captured: it takes the nearest capture, the smaller on a tie
+    assert steps("--joins", str(path), "-n", "3")[3] < 0.97 * steps("-b", "2e8", "-n", "3")[3]
+    # a rate the joins were not captured at, a file without joins, another mode: one line each
+    for args, said in (
+        (["--joins", str(path), "-b", "1e9"], "captured at 2e+08 bit/s"),
+        (["--joins", str(path), "--mode", "sync_ps"], "not to mode sync_ps"),
+    ):
+        r = CliRunner().invoke(main, ["predict", "--workload", workload, *args])
+        assert r.exit_code == 2 and said in r.output, r.output
+    path.write_text(json.dumps({"status": "skipped", "reason": "no root"}))
+    r = CliRunner().invoke(main, ["predict", "--workload", workload, "--joins", str(path)])
+    assert r.exit_code == 2 and "write it with sgdsim calibrate-joins" in r.output, r.output
+
+
 def test_chrome_trace_is_of_the_point_the_grid_predicts(tmp_path):
     workload = _workload(tmp_path)
     cfg = with_defaults(CONFIG)

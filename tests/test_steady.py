@@ -380,7 +380,7 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     import yaml
     from conftest import ROOT
 
-    from sgdsim.pipeline.validation import _join_delay_of, calibrate_push_join_stage
+    from sgdsim.pipeline.validation import calibrate_push_join_stage, join_delay_in
     from sgdsim.traces import normalize_profile
 
     tables, workload = tmp_path / "tables", tmp_path / "w.json"
@@ -400,7 +400,7 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     assert got["steps_per_s"] > 0
     # the prediction draws the captured joins themselves, unclipped
     for name in ("push", "pull"):
-        delay = _join_delay_of(got, name)
+        delay = join_delay_in(got, name)
         joins = got[f"{name}_join_growth_s"].get("1", [])
         if len(joins) >= 5:  # MIN_JOINS
             assert delay.joins_s == (tuple(joins),)
@@ -434,6 +434,44 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     assert child_processes() == []
 
 
+def test_calibrate_joins_captures_a_users_network_and_predict_reads_it(
+    testbed_ok, lenet_profile, tmp_path
+):
+    from click.testing import CliRunner
+
+    from sgdsim.cli import main
+    from sgdsim.traces import normalize_profile
+
+    workload, out = tmp_path / "w.json", tmp_path / "joins.json"
+    normalize_profile(lenet_profile, tmp_path / "tables", workload)
+    args = ["--workload", str(workload), "-b", "1e8", "--queue", "fifo", "--mtu", "1500"]
+    r = CliRunner().invoke(
+        main, ["calibrate-joins", *args, "--buffer-bytes", "62500", "-n", "2",
+               "--capture-s", "4", "--out", str(out)],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    got = json.loads(out.read_text())
+    # two skeleton workers ran through that FIFO; the file says which network it was
+    assert (got["status"], got["method"]) == ("ok", "skeleton capture")
+    assert list(got["joins_at"]) == ["2"]
+    assert got["network"] == {
+        "bandwidth_bps": 1e8, "queue": "fifo", "buffer_bytes": 62500, "mtu": 1500,
+        "congestion_control": None,
+    }  # fmt: skip
+    assert got["joins_at"]["2"]["steps_per_s"] > 0 and "N = 2:" in r.output
+    assert child_processes() == []
+    r = CliRunner().invoke(
+        main, ["predict", "--workload", str(workload), "--joins", str(out), "-n", "2", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.output)
+    assert row["bandwidth_bps"] == 1e8 and row["steps_per_s"] > 0
+    # a bad network is one line, before anything is built
+    r = CliRunner().invoke(main, ["calibrate-joins", *args, "--buffer-bytes", "100",
+                                  "--out", str(tmp_path / "x.json")])  # fmt: skip
+    assert r.exit_code == 1 and "buffer_bytes" in r.output and not (tmp_path / "x.json").exists()
+
+
 def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points(
     monkeypatch, tmp_path
 ):
@@ -445,11 +483,11 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     import sgdsim.testbed.calibrate as calibrate
     import sgdsim.testbed.capture as capture
     from sgdsim.pipeline.validation import (
-        _join_delay_of,
-        _joins_at,
-        _two_way_share_at,
         calibrate_push_join_stage,
+        join_delay_in,
+        joins_at_n,
         predict_testbed_stage,
+        two_way_share_at,
     )
     from sgdsim.simulation.connection import JoinDelay
 
@@ -495,17 +533,17 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
         assert (cal["workers"], cal["push_join_delay_s"]) == (4, [0.004])
         # a point takes its N's joins, else the nearest captured N's (the smaller on a tie)
         for n, captured in ((1, 2), (2, 2), (3, 3), (4, 4), (6, 4)):
-            at = _joins_at(cal, n)
+            at = joins_at_n(cal, n)
             assert (at["workers"], at["steps_per_s"]) == (captured, 1.0 / captured)
-            assert _join_delay_of(at, "push").mean_s == (0.001 * captured,)
-            assert _join_delay_of(at, "pull").mean_s == (0.002 * captured,)
+            assert join_delay_in(at, "push").mean_s == (0.001 * captured,)
+            assert join_delay_in(at, "pull").mean_s == (0.002 * captured,)
     # and its N's share, else the nearest captured N's with one
-    at = {n: _two_way_share_at(got["fifo"], n) for n in (1, 2, 3, 4, 6)}
+    at = {n: two_way_share_at(got["fifo"], n) for n in (1, 2, 3, 4, 6)}
     assert at == {1: (0.95, 0.9), 2: (0.95, 0.9), 3: (0.95, 0.9), 4: (0.8, 0.7), 6: (0.8, 0.7)}
-    assert _two_way_share_at({"push_join_delay_s": 0.0}, 2) is None
+    assert two_way_share_at({"push_join_delay_s": 0.0}, 2) is None
     # a calibration without per-N joins (one capture, or a race's) serves every N
     old = {"push_join_delay_s": [0.003], "push_join_sd_s": [0.001], "workers": 2}
-    assert _joins_at(old, 4) is old
+    assert joins_at_n(old, 4) is old
     # the prediction of a point at N = 3 takes N = 3's joins and N = 2's share
     out = tmp_path / "p.parquet"
     wc = {"hardware": "cpu", "model": "LeNet5", "network": "fifo", "policy": "tf_default"}

@@ -245,14 +245,184 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     return SimParams.from_config(config, **given)
 
 
-@main.command()
-@click.option(
+#: The ``--workload`` option of the commands that need one.
+_WORKLOAD_OPTION = click.option(
     "--workload",
     "workload_path",
     required=True,
     type=click.Path(exists=True, dir_okay=False),
     help="Workload JSON written by the normalize stage, e.g. results/workloads/cpu/ResNet50.json.",
 )
+
+
+@main.command(name="calibrate-joins")
+@_WORKLOAD_OPTION
+@click.option(
+    "--bandwidth-bps", "-b", required=True, type=_BANDWIDTH, help="NIC rate per direction, bit/s."
+)
+@click.option(
+    "--queue",
+    type=click.Choice(["fair", "fifo"]),
+    default="fair",
+    show_default=True,
+    help="How each NIC queues: fair per peer, or one FIFO (a switch port).",
+)
+@click.option(
+    "--buffer-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Queue limit of each NIC, bytes (default: 50 ms at the rate, at least 64 KiB).",
+)
+@click.option("--mtu", type=click.IntRange(68, 65535), default=9000, show_default=True)
+@click.option(
+    "--congestion-control",
+    default=None,
+    help="TCP congestion control of every host (bbr, cubic, …; default: the machine's).",
+)
+@click.option(
+    "--workers",
+    "-n",
+    multiple=True,
+    type=click.IntRange(2, 16),
+    default=(2, 3, 4),
+    show_default=True,
+    help="Worker counts to capture (each its own run); repeat for several.",
+)
+@click.option(
+    "--capture-s",
+    type=_Finite(0.0, 3600.0, lo_open=True, unit=" s"),
+    default=40.0,
+    show_default=True,
+    help="Seconds each run is captured after its warm-up.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 256),
+    default=2,
+    show_default=True,
+    help="TensorFlow intra- and inter-op threads of each process.",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Joins JSON to write (whole or not at all); read by sgdsim predict --joins.",
+)
+def calibrate_joins(
+    workload_path: str,
+    bandwidth_bps: float,
+    queue: str,
+    buffer_bytes: int | None,
+    mtu: int,
+    congestion_control: str | None,
+    workers: tuple[int, ...],
+    capture_s: float,
+    threads: int,
+    out: str,
+) -> None:
+    """Measure how transfers that join others' get their share, on an emulated network.
+
+    N processes on this machine run the skeleton of the profiled step (its
+    pulls and pushes through a real TensorFlow PS, its compute as waits),
+    phases left to themselves, on network namespaces with the given NICs,
+    while the PS's port is captured; for each N, the joins' lateness and
+    the two-way share (docs/steady-state.md, "The step's skeleton"). Needs
+    root, iproute2 and tcpdump; takes about a minute per N.
+
+    Example: sudo sgdsim calibrate-joins --workload results/workloads/cpu/MobileNetV2.json
+    -b 1e8 --queue fifo --buffer-bytes 2500000 --mtu 1500 --out joins.json
+    """
+    from sgdsim.io import atomic_path
+    from sgdsim.pipeline.validation import join_calibration
+    from sgdsim.profiling import ProfileSpec
+    from sgdsim.simulation import Workload
+    from sgdsim.testbed import check_available
+    from sgdsim.testbed.capture import tcpdump_missing
+    from sgdsim.testbed.netns import Link
+
+    try:
+        link = Link(
+            mtu=mtu, queue=queue, buffer_bytes=buffer_bytes, congestion_control=congestion_control
+        )
+    except ValueError as e:
+        raise click.ClickException(f"the network given: {e}") from e
+    why = check_available() or tcpdump_missing()
+    if why is not None:
+        raise click.ClickException(f"calibrate-joins needs the emulated testbed: {why}")
+    w = Workload.load(workload_path)
+    spec = ProfileSpec(
+        model=str(w.meta.get("model", Path(workload_path).stem)),
+        batch_size=w.batch_size,
+        intra_op_threads=threads,
+        inter_op_threads=threads,
+    )
+    row = join_calibration(
+        spec, workload_path, bandwidth_bps, link, sorted(set(workers)), capture_s,
+        label=f"{bandwidth_bps:g} bit/s {queue}",
+    )  # fmt: skip
+    network = {
+        "bandwidth_bps": bandwidth_bps,
+        "queue": queue,
+        "buffer_bytes": buffer_bytes,
+        "mtu": mtu,
+        "congestion_control": congestion_control,
+    }
+    with atomic_path(out) as tmp:
+        Path(tmp).write_text(json.dumps({"status": "ok", "network": network, **row}, indent=1))
+    said = ", ".join(f"N = {n}: {j['steps_per_s']:.3g} steps/s" for n, j in row["joins_at"].items())
+    click.echo(f"{out}: the joins of {said}")
+
+
+def _read_joins(path: str, mode: str, bandwidth_bps: tuple[float, ...]) -> dict[str, Any]:
+    """A joins JSON for ``predict --joins``, checked: one line naming the file and
+    the fix where it is not one, or does not fit the prediction asked for."""
+    try:
+        joins = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise click.BadParameter(f"{path}: not readable JSON ({e})", param_hint="--joins") from e
+    if not isinstance(joins, dict) or joins.get("status") != "ok" or "joins_at" not in joins:
+        raise click.BadParameter(
+            f"{path}: no captured joins (needs status ok and joins_at); write it with "
+            "sgdsim calibrate-joins",
+            param_hint="--joins",
+        )
+    if mode != "async":
+        raise click.BadParameter(
+            f"joins apply to async workers, not to mode {mode}", param_hint="--joins"
+        )
+    rate = (joins.get("network") or {}).get("bandwidth_bps")
+    if rate is None and not bandwidth_bps:
+        raise click.BadParameter(
+            f"{path} does not record its network's rate; give it with -b", param_hint="--joins"
+        )
+    if rate is not None and any(not math.isclose(b, rate, rel_tol=1e-6) for b in bandwidth_bps):
+        raise click.BadParameter(
+            f"{path} was captured at {rate:g} bit/s, not at every -b given; predict at its "
+            "rate (leave out -b) or capture the other rate too",
+            param_hint="--joins",
+        )
+    return joins
+
+
+def _with_joins(joins: dict[str, Any], workers: int, net: Any, params: Any) -> tuple[Any, Any]:
+    """The network and parameters of N ``workers`` with the joins JSON's delays and
+    two-way share at that N (or at the nearest N it captured)."""
+    import dataclasses
+
+    from sgdsim.pipeline.validation import join_delay_in, joins_at_n, two_way_share_at
+
+    at = joins_at_n(joins, workers)
+    params = dataclasses.replace(
+        params,
+        pull_join_delay_s=join_delay_in(at, "pull"),
+        push_join_delay_s=join_delay_in(at, "push"),
+    )
+    share = two_way_share_at(joins, workers)
+    return (net if share is None else dataclasses.replace(net, two_way_share=share)), params
+
+
+@main.command()
+@_WORKLOAD_OPTION
 @click.option(
     "--bandwidth-bps",
     "-b",
@@ -321,6 +491,14 @@ def _sim_params(configfile: str | None, **overrides: Any) -> Any:
     "that starts them together); default: over one step, launched independently.",
 )
 @click.option(
+    "--joins",
+    "joins_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Async: the join delays and two-way shares of sgdsim calibrate-joins (or of the "
+    "pipeline's calibrate_push_join) at each N; predicts at its rate unless -b is given.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON record per point (every column)."
 )
 def predict(
@@ -337,10 +515,14 @@ def predict(
     replications: int | None,
     seed: int | None,
     start_window_s: float | None,
+    joins_path: str | None,
     as_json: bool,
 ) -> None:
     """Predict throughput for networks and worker counts outside the configured grid,
     exactly as the pipeline's simulate rule predicts a grid point.
+
+    With --joins, each async N takes the join delays and the two-way share
+    captured at that N (or at the nearest N captured) on that network.
 
     Example: sgdsim predict --workload results/workloads/cpu/MobileNetV2.json -b 2.5e9 -n 3 -n 6
     """
@@ -372,6 +554,9 @@ def predict(
             param_hint="--policy",
         )
     w = Workload.load(workload_path)
+    joins = None if joins_path is None else _read_joins(joins_path, mode, bandwidth_bps)
+    if joins is not None and not bandwidth_bps and not network_presets:
+        bandwidth_bps = (float(joins["network"]["bandwidth_bps"]),)
     entries = [{"name": f"{bw:g}", "bandwidth_bps": bw} for bw in bandwidth_bps]
     entries += [{"name": p, "preset": p} for p in network_presets]
     if not entries:
@@ -379,10 +564,12 @@ def predict(
     rows = []
     for given in entries:
         e = resolve_network({**given, "latency_s": latency_s}, "--network-preset")
-        net = network(e)
         for n in workers:
+            net, at_n = network(e), params
+            if joins is not None:
+                net, at_n = _with_joins(joins, n, net, params)
             try:
-                r = predict_point(w, net, n, policy, params, mode=mode)
+                r = predict_point(w, net, n, policy, at_n, mode=mode)
             except ValueError as err:
                 raise click.ClickException(str(err)) from err
             if as_json:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from collections.abc import Sequence
@@ -95,21 +94,28 @@ def policy_gain_report(db_path: str | os.PathLike[str], out_path: str | os.PathL
         Path(tmp).write_text("\n".join(text) + "\n")
 
 
-#: A step from N to the next measured N that gains less than this factor counts as saturated.
+#: N is saturated when no larger measured N gains this factor over it.
 SATURATION_GAIN = 1.10
 
 
 def saturation_n(workers: Sequence[int], steps_per_s: Sequence[float]) -> int | None:
-    """Smallest N after which one more measured worker count raises steps/s by less
-    than 10 % (:data:`SATURATION_GAIN`); None if throughput still grows at the largest N.
+    """Smallest N beyond which no larger worker count raises steps/s by 10 %
+    (:data:`SATURATION_GAIN`) or more: the knee of the curve, the answer to
+    "how many workers are worth renting"; None if the largest N still gains
+    10 % over every smaller one.
+
+    Every larger N counts, not only the next: a pair that locks in phase can
+    gain little over one worker while three workers gain much more
+    (docs/steady-state.md), and stopping at that pair would understate the
+    workers worth having.
 
     Args:
-        workers: worker counts N, ascending.
+        workers: worker counts N, in any order.
         steps_per_s: throughput at each N.
     """
     pairs = sorted(zip(workers, steps_per_s, strict=True))
-    for (n, a), (_, b) in itertools.pairwise(pairs):
-        if b < SATURATION_GAIN * a:
+    for i, (n, a) in enumerate(pairs[:-1]):
+        if all(b < SATURATION_GAIN * a for _, b in pairs[i + 1 :]):
             return n
     return None
 
@@ -350,8 +356,8 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             "",
             "## Saturation",
             "",
-            f"Saturated at N: the first N after which the next measured N adds less than "
-            f"{SATURATION_GAIN - 1:.0%} throughput (— = still growing at the largest N).",
+            f"Saturated at N: the smallest N that no larger measured N beats by "
+            f"{SATURATION_GAIN - 1:.0%} throughput or more (— = still growing at the largest N).",
             "",
         ]
         groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}

@@ -481,7 +481,7 @@ def _nearest(captured: Iterable[int], workers: int) -> int:
     return min(captured, key=lambda k: (abs(k - workers), k))
 
 
-def _two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float] | None:
+def two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float] | None:
     """The ``(pull, push)`` two-way share a :func:`calibrate_push_join_stage` JSON
     gives N ``workers``: the one captured at N, else at the captured N nearest
     to it (the smaller on a tie); None without any."""
@@ -492,17 +492,17 @@ def _two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float
     return float(shares[n][0]), float(shares[n][1])
 
 
-def _joins_at(joins: dict[str, Any], workers: int) -> dict[str, Any]:
+def joins_at_n(joins: dict[str, Any], workers: int) -> dict[str, Any]:
     """The join delays a :func:`calibrate_push_join_stage` JSON gives N ``workers``:
     its ``"joins_at"`` entry of N, else of the captured N nearest to it (the
     smaller on a tie); the JSON itself when it has none (one capture, or a
-    race's calibration). Read by :func:`_join_delay_of`."""
+    race's calibration). Read by :func:`join_delay_in`."""
     at = joins.get("joins_at") or {}
     return at[str(_nearest(map(int, at), workers))] if at else joins
 
 
 def _joins_row(joins: TrainingJoins) -> dict[str, Any]:
-    """One capture's join delays as :func:`_join_delay_of` reads them (JSON)."""
+    """One capture's join delays as :func:`join_delay_in` reads them (JSON)."""
     row: dict[str, Any] = {
         "workers": joins.workers,
         "draw": "joins" if joins.push.joins_s else "gamma",
@@ -621,6 +621,121 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 
 
+def join_calibration(
+    spec: Any,
+    workload_path: str,
+    bandwidth_bps: float,
+    link: Any,
+    workers: Sequence[int],
+    capture_s: float,
+    *,
+    method: str = "skeleton",
+    label: str = "",
+) -> dict[str, Any]:
+    """Capture one model's joins on one emulated network at each N of ``workers``.
+
+    The largest N (at least 2) first, then each other N >= 2: N processes run
+    the skeleton of the profiled step (``method`` ``skeleton``:
+    :mod:`sgdsim.testbed.skeleton`) or train the model (``training``) on the
+    testbed, phases left to themselves, for ``capture_s`` seconds after
+    their warm-up, while the PS's port is captured
+    (:func:`sgdsim.testbed.calibrate.training_join_delays`). Progress and
+    each N's joins go to stderr, prefixed ``[calibrate] label:``.
+
+    Args:
+        spec: the model's :class:`~sgdsim.profiling.ProfileSpec` (threads).
+        workload_path: the model's workload JSON (the skeleton's step).
+        bandwidth_bps: the NICs' rate, bit/s.
+        link: the testbed's links (:class:`~sgdsim.testbed.netns.Link`).
+        workers: the N to capture (those < 2 are skipped).
+        capture_s: seconds of window of each capture (> 0).
+        method: ``skeleton`` or ``training`` (:data:`METHODS`).
+        label: the network's name in the log lines.
+
+    Returns:
+        The JSON fields :func:`calibrate_push_join_stage` documents (from
+        ``"method"`` on; no ``status``).
+
+    Raises:
+        MeasurementError, TestbedUnavailable: as
+            :func:`~sgdsim.testbed.run_steady_measurement`.
+        FileNotFoundError: ``tcpdump`` is not installed.
+        ValueError: ``method`` unknown.
+    """
+    from sgdsim.simulation import Workload
+    from sgdsim.testbed.calibrate import TRAINING_JOIN_RULE, training_join_delays
+
+    if method not in METHODS:
+        raise ValueError(f"join calibration method must be one of {sorted(METHODS)}: {method!r}")
+    workload = Workload.load(workload_path)
+    doing = "running the step's skeleton" if method == "skeleton" else "training"
+    ns = {int(n) for n in workers}
+    most = max([2, *ns])
+    kw: dict[str, Any] = dict(
+        spec=spec,
+        bandwidth_bps=float(bandwidth_bps),
+        pull_bytes=float(workload.pull_bytes.sum()),
+        push_bytes=float(workload.push_bytes.sum()),
+        rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
+        link=link,
+        # the skeleton's workers start in the testbed's namespaces: an absolute path
+        skeleton=str(Path(workload_path).resolve()) if method == "skeleton" else None,
+    )
+    joins = training_join_delays(workers=most, **kw)
+    # joins and shares change with N: each other N >= 2 gets a capture of its own
+    at = {n: training_join_delays(workers=n, **kw) for n in sorted(ns) if 2 <= n < most}
+    at[most] = joins
+    row: dict[str, Any] = {
+        "method": METHODS[method],
+        # the largest N's joins (as training_join_delays chose: a FIFO's drawn as
+        # measured, sign included), then every N's
+        **_joins_row(joins),
+        "joins_at": {str(n): _joins_row(j) for n, j in sorted(at.items())},
+        # docs/steady-state.md, "Two-way traffic through a FIFO"
+        "two_way_share": {
+            str(n): None if j.two_way_share is None else list(j.two_way_share)
+            for n, j in sorted(at.items())
+        },
+    }
+    for name in ("push", "pull"):
+        row |= {
+            # recorded for the study of joins net of the transfers' own starts
+            f"{name}_start_excess_s": {
+                str(k): list(g) for k, g in joins.start_excess_s.get(name, {}).items()
+            },
+            # the part of the joins that moves the phases (docs/steady-state.md)
+            f"{name}_join_gain_s": {str(k): list(g) for k, g in joins.gain_s.get(name, {}).items()},
+            # each join's overlap, beside its lateness (docs/steady-state.md)
+            f"{name}_join_window_s": {
+                str(k): list(w) for k, w in joins.window_s.get(name, {}).items()
+            },
+        }
+    for n, j in sorted(at.items()):
+        for name, delay, growth in (
+            ("push", j.push, j.push_growth_s),
+            ("pull", j.pull, j.pull_growth_s),
+        ):
+            ms = ", ".join(
+                f"{m * 1e3:.1f} ± {sd * 1e3:.1f} ms behind {k} ({len(growth.get(k, ()))} joins)"
+                for k, (m, sd) in enumerate(zip(delay.mean_s, delay.sd_s, strict=True), 1)
+            )
+            print(
+                f"[calibrate] {label}: {n} workers {doing}, a {name} "
+                f"that joins gets its share {ms}",
+                file=sys.stderr,
+            )
+        v = j.two_way_share
+        said = "too little" if v is None else f"{v[0]:.3f} (pull) and {v[1]:.3f} (push)"
+        print(
+            f"[calibrate] {label}: {n} workers {doing}, each direction carries "
+            f"{said} of its rate alone while the other carries data",
+            file=sys.stderr,
+        )
+    row["boundary_s"] = joins.boundary_s  # recorded, unused (see the stage's docstring)
+    row["saturated_Bps"] = joins.saturated_Bps
+    return row
+
+
 def calibrate_push_join_stage(
     config: dict[str, Any],
     workload_path: str,
@@ -666,19 +781,17 @@ def calibrate_push_join_stage(
     [pull, push] or null}``: each direction's rate while the other carries
     data over its rate alone, :func:`sgdsim.testbed.capture.two_way_shares`)
     hold each N's own, which the prediction of a point at N uses
-    (:func:`_joins_at`): a pair's joins are not four workers' (docs/steady-
+    (:func:`joins_at_n`): a pair's joins are not four workers' (docs/steady-
     state.md, "Joins at each N"). ``skipped`` with the reason where the
     testbed cannot run.
 
     Raises:
         MeasurementError: the workers' run failed (nothing is written).
     """
-    from sgdsim.simulation import Workload
     from sgdsim.testbed import check_available
 
     config = with_defaults(config)
     net = _validation_network(config, network_name)
-    workload = Workload.load(workload_path)
     row: dict[str, Any] = {"network": net["name"], "push_join_delay_s": 0.0}
     why = check_available()
     if why is None:
@@ -689,84 +802,22 @@ def calibrate_push_join_stage(
         print(f"[calibrate] skipped: {why}", file=sys.stderr)
         row |= {"status": "skipped", "reason": why}
     else:
-        from sgdsim.testbed.calibrate import TRAINING_JOIN_RULE, training_join_delays
-
-        capture_s = config["validation"]["join_capture_s"]
         method = config["validation"]["join_calibration"]
-        doing = "running the step's skeleton" if method == "skeleton" else "training"
         ns = {
             int(p["workers"])
             for p in validation_points(config)
             if p["mode"] == "async" and p["network"] == net["name"] and p["model"] == model
         }
-        workers = max([2, *ns])
-        link = _validation_link(config, net)
-        kw: dict[str, Any] = dict(
-            spec=profile_spec(config, hardware, model),
-            bandwidth_bps=float(net["bandwidth_bps"]),
-            pull_bytes=float(workload.pull_bytes.sum()),
-            push_bytes=float(workload.push_bytes.sum()),
-            rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
-            link=link,
-            # the skeleton's workers start in the testbed's namespaces: an absolute path
-            skeleton=str(Path(workload_path).resolve()) if method == "skeleton" else None,
+        row |= {"status": "ok", "reason": ""} | join_calibration(
+            profile_spec(config, hardware, model),
+            workload_path,
+            float(net["bandwidth_bps"]),
+            _validation_link(config, net),
+            sorted(ns),
+            float(config["validation"]["join_capture_s"]),
+            method=method,
+            label=net["name"],
         )
-        joins = training_join_delays(workers=workers, **kw)
-        # joins and shares change with N: each other N >= 2 gets a capture of its own
-        at = {n: training_join_delays(workers=n, **kw) for n in sorted(ns) if 2 <= n < workers}
-        at[workers] = joins
-        row |= {
-            "status": "ok",
-            "reason": "",
-            "method": METHODS[method],
-            # the largest N's joins (as training_join_delays chose: a FIFO's drawn as
-            # measured, sign included), then every N's
-            **_joins_row(joins),
-            "joins_at": {str(n): _joins_row(j) for n, j in sorted(at.items())},
-            # docs/steady-state.md, "Two-way traffic through a FIFO"
-            "two_way_share": {
-                str(n): None if j.two_way_share is None else list(j.two_way_share)
-                for n, j in sorted(at.items())
-            },
-        }
-        for name in ("push", "pull"):
-            row |= {
-                # recorded for the study of joins net of the transfers' own starts
-                f"{name}_start_excess_s": {
-                    str(k): list(g) for k, g in joins.start_excess_s.get(name, {}).items()
-                },
-                # the part of the joins that moves the phases (docs/steady-state.md)
-                f"{name}_join_gain_s": {
-                    str(k): list(g) for k, g in joins.gain_s.get(name, {}).items()
-                },
-                # each join's overlap, beside its lateness (docs/steady-state.md)
-                f"{name}_join_window_s": {
-                    str(k): list(w) for k, w in joins.window_s.get(name, {}).items()
-                },
-            }
-        for n, j in sorted(at.items()):
-            for name, delay, growth in (
-                ("push", j.push, j.push_growth_s),
-                ("pull", j.pull, j.pull_growth_s),
-            ):
-                ms = ", ".join(
-                    f"{m * 1e3:.1f} ± {sd * 1e3:.1f} ms behind {k} ({len(growth.get(k, ()))} joins)"
-                    for k, (m, sd) in enumerate(zip(delay.mean_s, delay.sd_s, strict=True), 1)
-                )
-                print(
-                    f"[calibrate] {net['name']}: {n} workers {doing}, a {name} "
-                    f"that joins gets its share {ms}",
-                    file=sys.stderr,
-                )
-            v = j.two_way_share
-            said = "too little" if v is None else f"{v[0]:.3f} (pull) and {v[1]:.3f} (push)"
-            print(
-                f"[calibrate] {net['name']}: {n} workers {doing}, each direction carries "
-                f"{said} of its rate alone while the other carries data",
-                file=sys.stderr,
-            )
-        row["boundary_s"] = joins.boundary_s  # recorded, unused (see the docstring)
-        row["saturated_Bps"] = joins.saturated_Bps
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 
@@ -885,7 +936,7 @@ def _message_overhead(cal: dict[str, Any], workers: int) -> float:
     return float(msg)
 
 
-def _join_delay_of(joins: dict[str, Any], name: str) -> JoinDelay:
+def join_delay_in(joins: dict[str, Any], name: str) -> JoinDelay:
     """``name`` (push or pull) join delay of a :func:`calibrate_push_join_stage` JSON:
     per k means and sds, per k the measured joins (``"draw": "joins"``), or
     one number (a race's calibration)."""
@@ -935,8 +986,8 @@ def predict_testbed_stage(
     cost for this N becomes ``simulation.allreduce.message_overhead_s``.
     ``push_calibration_path``: the model's :func:`calibrate_push_join_stage`
     result on this network (async points): its join delays at this N
-    (:func:`_joins_at`; 0 without it) and its two-way share at this N
-    (:func:`_two_way_share_at`), which becomes the network's
+    (:func:`joins_at_n`; 0 without it) and its two-way share at this N
+    (:func:`two_way_share_at`), which becomes the network's
     (:attr:`~sgdsim.simulation.Network.two_way_share`).
     ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
     runs instead of the seeded ones (:func:`replay_testbed_stage`).
@@ -975,12 +1026,12 @@ def predict_testbed_stage(
     captured = False
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
         joins = json.loads(Path(push_calibration_path).read_text())
-        push_delay = _join_delay_of(_joins_at(joins, workers), "push")
+        push_delay = join_delay_in(joins_at_n(joins, workers), "push")
         if joins.get("method") in METHODS.values():  # the model's own, from its capture
-            pull_delay = _join_delay_of(_joins_at(joins, workers), "pull")
+            pull_delay = join_delay_in(joins_at_n(joins, workers), "pull")
         # a capture of the model training at N is predicted again without it (below)
         captured = joins.get("method") == METHODS["training"]
-        two_way = _two_way_share_at(joins, workers)
+        two_way = two_way_share_at(joins, workers)
         if two_way is not None:
             network = dataclasses.replace(network, two_way_share=two_way)
     extra: dict[str, Any] = {}
