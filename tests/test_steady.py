@@ -437,19 +437,21 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
 def test_calibrate_joins_captures_a_users_network_and_predict_reads_it(
     testbed_ok, lenet_profile, tmp_path
 ):
-    from click.testing import CliRunner
+    import sys
 
-    from sgdsim.cli import main
     from sgdsim.traces import normalize_profile
+
+    def sgdsim(*args: str) -> subprocess.CompletedProcess[str]:
+        # a real process, as a user runs it: the testbed's children inherit its stderr
+        argv = [sys.executable, "-m", "sgdsim.cli", *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=240)
 
     workload, out = tmp_path / "w.json", tmp_path / "joins.json"
     normalize_profile(lenet_profile, tmp_path / "tables", workload)
     args = ["--workload", str(workload), "-b", "1e8", "--queue", "fifo", "--mtu", "1500"]
-    r = CliRunner().invoke(
-        main, ["calibrate-joins", *args, "--buffer-bytes", "62500", "-n", "2",
-               "--capture-s", "4", "--out", str(out)],
-    )  # fmt: skip
-    assert r.exit_code == 0, r.output
+    r = sgdsim("calibrate-joins", *args, "--buffer-bytes", "62500", "-n", "2",
+               "--capture-s", "4", "--out", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(out.read_text())
     # two skeleton workers ran through that FIFO; the file says which network it was
     assert (got["status"], got["method"]) == ("ok", "skeleton capture")
@@ -458,18 +460,15 @@ def test_calibrate_joins_captures_a_users_network_and_predict_reads_it(
         "bandwidth_bps": 1e8, "queue": "fifo", "buffer_bytes": 62500, "mtu": 1500,
         "congestion_control": None,
     }  # fmt: skip
-    assert got["joins_at"]["2"]["steps_per_s"] > 0 and "N = 2:" in r.output
+    assert got["joins_at"]["2"]["steps_per_s"] > 0 and "N = 2:" in r.stdout
     assert child_processes() == []
-    r = CliRunner().invoke(
-        main, ["predict", "--workload", str(workload), "--joins", str(out), "-n", "2", "--json"]
-    )
-    assert r.exit_code == 0, r.output
-    row = json.loads(r.output)
+    r = sgdsim("predict", "--workload", str(workload), "--joins", str(out), "-n", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout)
     assert row["bandwidth_bps"] == 1e8 and row["steps_per_s"] > 0
     # a bad network is one line, before anything is built
-    r = CliRunner().invoke(main, ["calibrate-joins", *args, "--buffer-bytes", "100",
-                                  "--out", str(tmp_path / "x.json")])  # fmt: skip
-    assert r.exit_code == 1 and "buffer_bytes" in r.output and not (tmp_path / "x.json").exists()
+    r = sgdsim("calibrate-joins", *args, "--buffer-bytes", "100", "--out", str(tmp_path / "x.json"))
+    assert r.returncode == 1 and "buffer_bytes" in r.stderr and not (tmp_path / "x.json").exists()
 
 
 def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points(
