@@ -496,7 +496,7 @@ def _with_joins(joins: dict[str, Any], workers: int, net: Any, params: Any) -> t
     type=click.Path(exists=True, dir_okay=False),
     default=None,
     help="Async: the join delays and two-way shares of sgdsim calibrate-joins (or of the "
-    "pipeline's calibrate_push_join) at each N; predicts at its rate unless -b is given.",
+    "pipeline's calibrate_push_join) at each N, at the file's rate (-b may only repeat it).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON record per point (every column)."
@@ -555,6 +555,10 @@ def predict(
         )
     w = Workload.load(workload_path)
     joins = None if joins_path is None else _read_joins(joins_path, mode, bandwidth_bps)
+    if joins is not None and network_presets:
+        raise click.BadParameter(
+            "joins are captured at one rate; give it with -b, not a preset", param_hint="--joins"
+        )
     if joins is not None and not bandwidth_bps and not network_presets:
         bandwidth_bps = (float(joins["network"]["bandwidth_bps"]),)
     entries = [{"name": f"{bw:g}", "bandwidth_bps": bw} for bw in bandwidth_bps]
