@@ -130,10 +130,12 @@ def test_cli_predict_takes_captured_joins_at_each_n_and_refuses_a_file_that_does
     assert joined[4] == pytest.approx(bare[4])
     # N = 3 was not captured: it takes the nearest capture, the smaller on a tie
     assert steps("--joins", str(path), "-n", "3")[3] < 0.97 * steps("-b", "2e8", "-n", "3")[3]
-    # a rate the joins were not captured at, a file without joins, another mode: one line each
+    # a rate the joins were not captured at, a preset, another mode, a file without joins:
+    # one line each
     for args, said in (
         (["--joins", str(path), "-b", "1e9"], "captured at 2e+08 bit/s"),
         (["--joins", str(path), "--mode", "sync_ps"], "not to mode sync_ps"),
+        (["--joins", str(path), "-p", "10gbe"], "give it with -b, not a preset"),
     ):
         r = CliRunner().invoke(main, ["predict", "--workload", workload, *args])
         assert r.exit_code == 2 and said in r.output, r.output

@@ -270,7 +270,7 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
         "mtu": 1500,
         "buffer_bytes": 40_000,
         "congestion_control": "reno",
-        "steady": {"settle_s": 1, "min_steps": 20, "max_s": 8, "batches": 10},
+        "steady": {"warmup_steps": 1, "settle_s": 1, "min_steps": 20, "max_s": 8, "batches": 10},
     }
     # the two-worker point launched twice (fresh processes), scored by their mean
     config["validation"]["points"] = [
@@ -325,6 +325,8 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     ).fetchone()
     assert len(each) == 2 and each[0] == ends and [len(e) for e in each] == [2, 2]
     assert each[1] != each[0]  # a launch of its own
+    # the steady rule's own warm-up, not the episodes' (validation.warmup_steps: 2)
+    assert con.execute("SELECT DISTINCT warmup_steps FROM measurements").fetchall() == [(1,)]
     pred = con.execute(
         "SELECT workers, protocol, converged, steps_per_s, len(step_end_times), window_s "
         "FROM testbed_predictions ORDER BY workers"
@@ -337,13 +339,13 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
         "SELECT step_end_times, steps_per_s_windows, replications FROM testbed_predictions "
         "WHERE workers = 2"
     ).fetchone()
-    rule = SteadyRule(warmup_steps=3, settle_s=1, min_steps=20, max_s=8)
+    rule = SteadyRule(warmup_steps=1, settle_s=1, min_steps=20, max_s=8)
     again = steady_stop(ends, rule)
     assert again is not None and again.start == pytest.approx(0.0, abs=1e-9)
     assert again.steps_per_s == pytest.approx(sum(windows) / len(windows), rel=1e-9)
     assert reps == with_defaults(config)["simulation"]["replications"]  # the rate: their mean
     assert con.execute("SELECT count(*) FROM validation").fetchone()[0] == 2
-    # the replay: one run from each launch's phases after its 3rd warm-up step
+    # the replay: one run from each launch's phases after its (one) warm-up step
     replays = con.execute(
         "SELECT workers, replay_status, replay_offsets_s, replay_steps_per_s, replay_after_step "
         "FROM testbed_replays ORDER BY workers"
@@ -352,10 +354,10 @@ def test_steady_point_goes_through_measure_predict_and_publish(testbed_ok, lenet
     (why,) = con.execute("SELECT replay_reason FROM testbed_replays WHERE workers = 1").fetchone()
     assert why == "one worker has no phases to replay"
     offsets = replays[1][2]
-    assert replays[1][4] == 3 and len(offsets) == 2  # two launches
+    assert replays[1][4] == 1 and len(offsets) == 2  # two launches
     for row, launch in zip(offsets, each, strict=True):
-        third = [e[2] for e in launch]
-        assert row == pytest.approx([t - min(third) for t in third], abs=1e-9)
+        first = [e[0] for e in launch]
+        assert row == pytest.approx([t - min(first) for t in first], abs=1e-9)
     shown = con.execute(
         "SELECT replayed_steps_per_s, replayed_error_pct, measured_steps_per_s "
         "FROM validation WHERE workers = 2"

@@ -683,6 +683,8 @@ def test_an_entry_may_measure_its_points_in_steady_state():
     assert steady_rule(cfg, wc(2)) is None
     rule = steady_rule(cfg, wc(4))
     assert rule is not None and rule.min_steps == 7
+    # its own warm-up (validation.steady.warmup_steps), not the episodes' 3
+    assert rule.warmup_steps == 1 and cfg["validation"]["warmup_steps"] == 3
     assert steady_rule(cfg) is None  # validation.protocol stays episodes
     cfg["validation"]["protocol"] = "steady"  # entries without their own follow it ...
     assert steady_rule(cfg, wc(2)) is not None
@@ -921,3 +923,24 @@ def test_a_capture_of_the_ps_port_sees_both_directions_of_a_transfer(testbed_ok,
         assert size <= p.payload[m].sum() < 2 * size
         assert t0 <= p.t[m].min() and p.t[m].max() <= t1
     assert not any(n.startswith(tb.run_id) for n in namespaces())
+
+
+def test_a_testbed_process_does_not_import_the_simulator():
+    # every PS and worker of every launch imports sgdsim: the simulator's compiled
+    # loops (numba) would cost each one ~0.7 s of CPU the launch's startup shares
+    code = (
+        "import sys, sgdsim.testbed.worker, sgdsim.profiling.server\n"
+        "print(sorted(m for m in ('numba', 'sgdsim.simulation') if m in sys.modules))\n"
+        "from sgdsim import Workload\n"  # the package's API still there on first use
+        "print(Workload.__module__, 'numba' in sys.modules)\n"
+        "import sgdsim\n"
+        "try:\n    sgdsim.nothing\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == [
+        "[]",
+        "sgdsim.simulation.workload True",
+        "module 'sgdsim' has no attribute 'nothing'",
+    ]

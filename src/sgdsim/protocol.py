@@ -172,7 +172,7 @@ class SteadyRule:
             polls its workers this often) and its prediction.
     """
 
-    warmup_steps: int = 3
+    warmup_steps: int = 1
     settle_s: float = 5.0
     min_steps: int = 30
     rel_half_width: float = 0.03

@@ -124,16 +124,16 @@ def _validation_buffer(config: dict[str, Any], net: dict[str, Any]) -> int:
 
 
 def steady_rule(config: dict[str, Any], wildcards: dict[str, str] | None = None) -> Any:
-    """The :class:`~sgdsim.protocol.SteadyRule` of ``validation.steady`` (with
-    ``validation.warmup_steps``) when the point of ``wildcards`` (its entry's
-    ``protocol``, else ``validation.protocol``; without ``wildcards``, the latter)
-    is measured in steady state, else None."""
+    """The :class:`~sgdsim.protocol.SteadyRule` of ``validation.steady`` when the
+    point of ``wildcards`` (its entry's ``protocol``, else
+    ``validation.protocol``; without ``wildcards``, the latter) is measured in
+    steady state, else None."""
     from sgdsim.protocol import SteadyRule
 
     val = with_defaults(config)["validation"]
     if _protocol(config, wildcards) != "steady":
         return None
-    return SteadyRule(warmup_steps=int(val["warmup_steps"]), **val["steady"])
+    return SteadyRule(**val["steady"])
 
 
 def _protocol(config: dict[str, Any], wildcards: dict[str, str] | None) -> str:
@@ -391,6 +391,7 @@ def _steady_rule_columns(rule: Any, r: Any) -> dict[str, Any]:
 
     return {
         "warmup_s": rule.settle_s,
+        "warmup_steps": rule.warmup_steps,
         "settle_s": rule.settle_s,
         "target_rel_half_width": rule.rel_half_width,
         "batches": rule.batches,

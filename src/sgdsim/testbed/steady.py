@@ -6,7 +6,8 @@ starts ``rule.settle_s`` after the last worker's warm-up. The parent reads
 every worker's step ends as they happen and stops the run at the first window
 over which the batch-means estimate has converged, or after ``rule.max_s``
 seconds of window (:func:`sgdsim.protocol.steady_stop`, the same rule that
-scores the prediction).
+scores the prediction). Once it has decided, the workers are stopped at once:
+a step still running ends after the window and adds nothing to it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import ps_argv, spawn, stop
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.protocol import (
@@ -72,9 +72,10 @@ def run_steady_measurement(
     Each worker appends its step ends to a file as it goes (``--progress`` of
     :mod:`sgdsim.testbed.worker`); every ``rule.check_every_s`` seconds the
     parent evaluates :func:`~sgdsim.protocol.steady_stop` on them and, once it
-    decides, writes the stop file, after which every worker ends its current
-    step and exits. The result is scored again from the workers' own final
-    records, so the same step ends give the same estimate as the live check.
+    decides, stops the workers (their steps in flight end after the window)
+    and scores the same files again, so the same step ends give the same
+    estimate as the live check. Workers that end on their own bound first are
+    scored from their final records.
 
     The run is bounded by ``startup_s`` + ``max_step_s`` per warm-up step +
     ``rule.settle_s`` + ``rule.max_s`` + 2 ``max_step_s``. The PS and the
@@ -149,7 +150,6 @@ def run_steady_measurement(
             )
             outs = {k: Path(tmp) / f"w{k}.json" for k in range(workers)}
             feeds = [Path(tmp) / f"w{k}.steps" for k in range(workers)]
-            stop_file = Path(tmp) / "stop"
             for k in range(workers):
                 procs[f"w{k}"] = launch(
                     f"w{k}",
@@ -163,7 +163,6 @@ def run_steady_measurement(
                         "--warmup-steps", str(rule.warmup_steps),
                         "--lifetime", f"{limit_s + 30:.0f}",
                         "--progress", str(feeds[k]),
-                        "--stop", str(stop_file),
                         *(["--skeleton", skeleton] if skeleton is not None else []),
                     ],
                 )  # fmt: skip
@@ -180,8 +179,6 @@ def run_steady_measurement(
                 if est is None:
                     return False
                 decided.append(est)
-                with atomic_path(stop_file) as t:
-                    t.write_text("stop\n")
                 log(
                     f"{'converged' if est.converged else 'not converged, time bound reached'}"
                     f" after {est.window_s:.1f} s of window: {est.steps_per_s:.3f} steps/s "
@@ -191,9 +188,14 @@ def run_steady_measurement(
 
             with CpuSampler() as cpu:
                 wait_workers(procs, workers, deadline, until=converged)
-                wait_workers(procs, workers, deadline)
-            results = read_results([outs[k] for k in range(workers)])
-        times = [sorted(float(x) for x in d["step_end_times"]) for d in results]
+                if decided:
+                    for k in range(workers):
+                        stop(procs[f"w{k}"])
+                    times = [sorted(read_progress(f)) for f in feeds]
+                else:
+                    wait_workers(procs, workers, deadline)
+                    results = read_results([outs[k] for k in range(workers)])
+                    times = [sorted(float(x) for x in d["step_end_times"]) for d in results]
         est = steady_stop(times, rule)
         if est is None:  # the workers stopped on their own bound before a decision
             late = steady_estimate(times, rule)

@@ -190,8 +190,13 @@ def run_worker(
             uninitialized = tf.compat.v1.report_uninitialized_variables()
         graph.finalize()
 
-    what = f"the skeleton of {skeleton}" if skeleton is not None else spec.model
-    log(f"task {task}: {what} {spec.image_size}px batch {spec.batch_size} at {server.target}")
+    # a skeleton has no images: its step is the profile's transfers and waits
+    what = (
+        f"the skeleton of {skeleton}"
+        if skeleton is not None
+        else f"{spec.model} {spec.image_size}px batch {spec.batch_size}"
+    )
+    log(f"task {task}: {what} at {server.target}")
     with tf.compat.v1.Session(server.target, graph=graph, config=cfg) as sess:
         t_wait = time.monotonic()
         if task == 0:
