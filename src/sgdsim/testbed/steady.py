@@ -41,6 +41,9 @@ from sgdsim.testbed.run import (
     warn_if_busy,
 )
 
+#: Seconds a capture runs on after the workers are stopped, to read its queued packets.
+CAPTURE_DRAIN_S = 1.0
+
 
 def read_progress(path: Path) -> list[float]:
     """Step ends (epoch s) a worker appended to ``path`` so far; a last line
@@ -192,6 +195,8 @@ def run_steady_measurement(
                     for k in range(workers):
                         stop(procs[f"w{k}"])
                     times = [sorted(read_progress(f)) for f in feeds]
+                    if capture is not None:
+                        time.sleep(CAPTURE_DRAIN_S)  # tcpdump reads what is still queued
                 else:
                     wait_workers(procs, workers, deadline)
                     results = read_results([outs[k] for k in range(workers)])
