@@ -548,3 +548,24 @@ def test_validation_page_splits_a_steady_pair_by_phase(tmp_path, pages):
     # another model, or a mode without phases: no section
     assert validation.phase_section("VGG16", "async", validation.rows("VGG16")) == []
     assert validation.phase_section("LeNet5", "sync_ps", validation.rows("LeNet5")) == []
+
+
+def test_accuracy_report_warns_of_points_with_an_input_taken_under_cpu_steal(tmp_path):
+    # N = 1 quiet; N = 2's measurement 3 % (under the 5 % mark) but its calibrations
+    # 8 %; N = 3's measurement 12 %
+    one, two, three = (measured_point(n, 10.0 * n, 10.0 * n) for n in (1, 2, 3))
+    one[0]["cpu_steal"], two[0]["cpu_steal"], three[0]["cpu_steal"] = 0.0, 0.03, 0.12
+    one[1]["calibration_cpu_steal"] = two[1]["calibration_cpu_steal"] = 0.08
+    one[1]["calibration_cpu_steal"] = 0.01
+    db = measured_store(tmp_path, [one, two, three])
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute("SELECT workers, max_cpu_steal FROM validation ORDER BY 1").fetchall()
+    assert got == [(1, 0.01), (2, 0.08), (3, 0.12)]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text().replace("\n", " ")
+    assert "Warning: 2 points had an input taken while the hypervisor stole more than 5 %" in text
+    assert "LeNet5 n N = 2 (3 / — / 8 %); LeNet5 n N = 3 (12 / — / — %)." in text
+    (tmp_path / "quiet").mkdir()
+    accuracy_report(measured_store(tmp_path / "quiet", [one]), out)
+    assert "hypervisor stole" not in out.read_text()

@@ -58,6 +58,9 @@ def test_tiny_pipeline_publishes_one_prediction_per_grid_point(tiny_run: Path):
         "SELECT DISTINCT ps_discipline, workers_per_node FROM predictions"
     ).fetchall() == [("fair", 1)]
     assert con.execute("SELECT count(*) FROM profiles").fetchone()[0] == 1
+    # the profile's host: how much of the node the hypervisor stole while it ran
+    steal = con.execute("SELECT host_cpu_steal FROM profiles").fetchone()[0]
+    assert steal is not None and 0 <= steal <= 1
     assert con.execute("SELECT count(*) FROM ops").fetchone()[0] > 0
     assert con.execute("SELECT count(*) FROM transfers WHERE direction = 'pull'").fetchone()[0] > 0
     # p3's pull after update: the workload maps each trainable variable's push to its pull
@@ -194,9 +197,16 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
             [net["name"]],
         ).fetchall()
         assert used == [(cal["network_cpu_s_per_byte"],)]
+        # the calibrations record the hypervisor's steal; a point carries the larger
+        push = json.loads((cal_path.parent / net["name"] / "cpu" / "LeNet5.push.json").read_text())
+        stolen = con.execute(
+            "SELECT DISTINCT calibration_cpu_steal FROM testbed_predictions "
+            "WHERE network = ? AND mode = 'async'",
+            [net["name"]],
+        ).fetchall()
+        assert stolen == [(max(cal["host_cpu_steal"], push["host_cpu_steal"]),)]
         # the two-way share the capture of the model's step skeleton gave at its async points' one
         # N >= 2 reaches them; the synchronous ones have none
-        push = json.loads((cal_path.parent / net["name"] / "cpu" / "LeNet5.push.json").read_text())
         assert set(push["two_way_share"]) == set(push["joins_at"]) == {"2"}
         captured = push["two_way_share"]["2"]
         assert captured is None or all(0.5 < x <= 1.0 for x in captured)

@@ -128,9 +128,12 @@ def test_several_runs_pool_into_one_profile_that_normalizes(tmp_path: Path):
     # the runs' steps in run order, each run's median recorded
     u = meta["untraced_step_s"]
     assert meta["runs"] == [statistics.median(u[:3]), statistics.median(u[3:])]
+    # the node's CPU over both runs: busy (it trained), the hypervisor's steal beside it
+    assert 0 < meta["host_cpu_busy"] <= 1 and 0 <= meta["host_cpu_steal"] <= 1
     normalize_profile(out, tmp_path / "t", tmp_path / "w.json")
     profile = pl.read_parquet(tmp_path / "t" / "profile.parquet").row(0, named=True)
     assert profile["runs"] == 2 and profile["traced_steps"] == 4
+    assert profile["host_cpu_steal"] == meta["host_cpu_steal"]
     steps = pl.read_parquet(tmp_path / "t" / "steps.parquet")
     assert steps.height == 4
 

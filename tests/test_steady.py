@@ -400,6 +400,8 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     assert (got["status"], got["draw"], got["workers"]) == ("ok", "joins", 2)
     assert got["method"] == "skeleton capture"
     assert got["steps_per_s"] > 0
+    # the node's CPU over the captures, the hypervisor's steal beside it
+    assert 0 < got["host_cpu_busy"] <= 1 and 0 <= got["host_cpu_steal"] <= 1
     # the prediction draws the captured joins themselves, unclipped
     for name in ("push", "pull"):
         delay = join_delay_in(got, name)

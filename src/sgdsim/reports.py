@@ -284,6 +284,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         }
         replays = _replay_section(con)
         phases = _phase_section(con)
+        stolen = _steal_lines(con)
     finally:
         con.close()
     modes = {r[_MODE] for r in points} | {r[0] for r in skipped}
@@ -321,6 +322,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
     else:
         n, mape, worst = overall if overall else (0, 0.0, 0.0)
         text += [f"**All {n} points: MAPE {mape:.1f} %, max error {worst:.1f} %.**", ""]
+        text += stolen
         if band and band[0]:
             text += [
                 "Inside the predicted phase band (asynchronous workers in lockstep … the "
@@ -686,6 +688,42 @@ def _replay_section(con: Any) -> list[str]:
         "launch out of the error: what the replay still misses is the step model and "
         "how the phases move after warm-up; the difference between the two errors is "
         'the launch\'s part (docs/steady-state.md, "Replaying a launch").',
+    ]
+
+
+def _steal_lines(con: Any) -> list[str]:
+    """A warning paragraph naming the points with an input (the profile, a
+    calibration, the measurement) taken while the hypervisor stole more than
+    :data:`sgdsim.hostcpu.STEAL_WARN` of the CPU; empty when none was or the
+    store predates the record."""
+    from sgdsim.hostcpu import STEAL_WARN
+
+    if not _has_column(con, "validation", "max_cpu_steal"):
+        return []
+    rows = con.execute(
+        """
+        SELECT model, network, workers, cpu_steal, profile_cpu_steal, calibration_cpu_steal
+        FROM validation WHERE max_cpu_steal > ? ORDER BY model, network, workers
+        """,
+        [STEAL_WARN],
+    ).fetchall()
+    if not rows:
+        return []
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{100 * x:.0f}"
+
+    named = "; ".join(
+        f"{m} {net} N = {n} ({pct(a)} / {pct(b)} / {pct(c)} %)" for m, net, n, a, b, c in rows
+    )
+    return [
+        f"**Warning: {len(rows)} point{'' if len(rows) == 1 else 's'} had an input taken while "
+        f"the hypervisor stole more than {100 * STEAL_WARN:.0f} % of this machine's CPU** "
+        "(measurement / profile / calibrations, view `validation`: `cpu_steal`, "
+        "`profile_cpu_steal`, `calibration_cpu_steal`): a stage run under steal is slower "
+        "than on a quiet host, so these errors are partly the host's, not the model's. "
+        f"Run again on a quiet host for an accuracy figure. {named}.",
+        "",
     ]
 
 

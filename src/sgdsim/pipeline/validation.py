@@ -24,6 +24,7 @@ import polars as pl
 
 from sgdsim.config import entry, validation_points, with_defaults
 from sgdsim.errors import ConfigError
+from sgdsim.hostcpu import HostCpu, steal_warning
 from sgdsim.io import atomic_path
 from sgdsim.pipeline.grid import profile_spec
 from sgdsim.simulation.bounds import tbf_payload_fraction
@@ -532,9 +533,10 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
     :func:`calibrate_push_join_stage`) and, for every N ≥ 2 of an ``allreduce`` point
     measured on this network, :func:`sgdsim.testbed.calibrate.ring_step_overhead`
     at P = N with the validation hardware's threads (``message_overhead_s``
-    maps N to its α less the latency; empty without such points), or
-    ``status`` ``skipped`` with the reason (and zeros) where the testbed
-    cannot run.
+    maps N to its α less the latency; empty without such points),
+    ``host_cpu_busy`` and ``host_cpu_steal`` (shares of the node's CPU time
+    over the calibration, :class:`sgdsim.hostcpu.HostCpu`), or ``status``
+    ``skipped`` with the reason (and zeros) where the testbed cannot run.
 
     Raises:
         CalibrationError: the transfer failed (nothing is written).
@@ -573,7 +575,10 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
         total = 2 + len(ring)
         # the NICs the measurements of this network get
         link = _validation_link(config, net)
-        with progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done:
+        with (
+            HostCpu() as host,
+            progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done,
+        ):
             r = network_cpu_per_byte(float(net["bandwidth_bps"]), link=link)
             done.update()
             hw = entry(config, "hardware", config["validation"]["hardware"])
@@ -602,6 +607,8 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "pull_race_growth_s": list(race.growth_s),
             "pull_race_bytes": race.bytes_each,
             "message_overhead_s": {str(p): st.overhead_s for p, st in steps.items()},
+            "host_cpu_busy": host.busy,
+            "host_cpu_steal": host.steal,
             "ring_step_s": {str(p): st.step_s for p, st in steps.items()},
             "ring_alone_step_s": {str(p): st.alone_s for p, st in steps.items()},
         }
@@ -618,6 +625,9 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             f"serves a step that starts while it sends {race.delay_s * 1e3:.2f} ms late",
             file=sys.stderr,
         )
+        warn = steal_warning(f"the calibration of {net['name']}", host.steal)
+        if warn is not None:
+            print(f"[calibrate] {warn}", file=sys.stderr)
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
 
@@ -682,12 +692,18 @@ def join_calibration(
         # the skeleton's workers start in the testbed's namespaces: an absolute path
         skeleton=str(Path(workload_path).resolve()) if method == "skeleton" else None,
     )
-    joins = training_join_delays(workers=most, **kw)
-    # joins and shares change with N: each other N >= 2 gets a capture of its own
-    at = {n: training_join_delays(workers=n, **kw) for n in sorted(ns) if 2 <= n < most}
+    with HostCpu() as host:
+        joins = training_join_delays(workers=most, **kw)
+        # joins and shares change with N: each other N >= 2 gets a capture of its own
+        at = {n: training_join_delays(workers=n, **kw) for n in sorted(ns) if 2 <= n < most}
     at[most] = joins
+    warn = steal_warning(f"the join captures of {label}", host.steal)
+    if warn is not None:
+        print(f"[calibrate] {label}: {warn}", file=sys.stderr)
     row: dict[str, Any] = {
         "method": METHODS[method],
+        "host_cpu_busy": host.busy,
+        "host_cpu_steal": host.steal,
         # the largest N's joins (as training_join_delays chose: a FIFO's drawn as
         # measured, sign included), then every N's
         **_joins_row(joins),
@@ -759,6 +775,8 @@ def calibrate_push_join_stage(
     the model) on the network's NICs (the validation hardware's threads) while
     the PS's port is captured; per number ``k`` of transfers a pull or push
     joins, the mean and spread of the joins' lateness the capture shows.
+    ``host_cpu_busy`` and ``host_cpu_steal``: the node's CPU shares over
+    all the captures (:class:`sgdsim.hostcpu.HostCpu`).
     Through a ``fifo`` queue, where a joiner may get more than its share,
     ``"draw": "joins"`` (the means unclipped): the prediction draws the
     measured joins themselves, sign included (docs/steady-state.md, "Joins
@@ -990,6 +1008,8 @@ def predict_testbed_stage(
     (:func:`joins_at_n`; 0 without it) and its two-way share at this N
     (:func:`two_way_share_at`), which becomes the network's
     (:attr:`~sgdsim.simulation.Network.two_way_share`).
+    ``calibration_cpu_steal``: the larger ``host_cpu_steal`` of the two
+    calibrations (None where neither recorded it).
     ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
     runs instead of the seeded ones (:func:`replay_testbed_stage`).
 
@@ -1017,8 +1037,10 @@ def predict_testbed_stage(
     net_cpu = overhead = 0.0
     pull_delay = push_delay = JoinDelay((0.0,))
     two_way = None
+    steals: list[float | None] = []  # the calibrations' host CPU steal
     if calibration_path is not None and network.name != LOOPBACK_FIT:
         cal = json.loads(Path(calibration_path).read_text())
+        steals.append(cal.get("host_cpu_steal"))
         net_cpu = float(cal["network_cpu_s_per_byte"])
         pull_delay = JoinDelay.of(float(cal.get("pull_join_delay_s", 0.0)))
         overhead = _message_overhead(cal, workers)
@@ -1027,6 +1049,7 @@ def predict_testbed_stage(
     captured = False
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
         joins = json.loads(Path(push_calibration_path).read_text())
+        steals.append(joins.get("host_cpu_steal"))
         push_delay = join_delay_in(joins_at_n(joins, workers), "push")
         if joins.get("method") in METHODS.values():  # the model's own, from its capture
             pull_delay = join_delay_in(joins_at_n(joins, workers), "pull")
@@ -1100,6 +1123,7 @@ def predict_testbed_stage(
         "push_join_sd_s": list(push_delay.sd_s),
         "two_way_share": None if two_way is None else list(two_way),
         "message_overhead_s": overhead,
+        "calibration_cpu_steal": max((x for x in steals if x is not None), default=None),
         **extra,
         **predict(network, params),
         "mode": mode,

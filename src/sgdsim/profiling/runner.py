@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 from sgdsim.errors import ProfileError
+from sgdsim.hostcpu import HostCpu, steal_warning
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
 from sgdsim.profiling.spec import ProfileSpec
-from sgdsim.progress import progress
+from sgdsim.progress import progress, write_line
 
 #: Files a complete profile directory holds besides ``trace_{k}.pb``.
 PROFILE_FILES = ("meta.json", "variables.json")
@@ -38,6 +39,10 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
     iterations). The output directory is written under a temporary name and
     renamed only when complete.
 
+    ``meta.json`` also records ``host_cpu_busy`` and ``host_cpu_steal``, the
+    node's CPU shares over all runs (:class:`sgdsim.hostcpu.HostCpu`): step
+    times taken under the hypervisor's steal are slower than a quiet host's.
+
     Returns:
         ``out_dir`` as a Path, holding ``meta.json``, ``variables.json`` and
         ``trace_0.pb`` … ``trace_{R·K-1}.pb`` (``R = spec.runs``, ``K =
@@ -53,16 +58,23 @@ def run_profile(spec: ProfileSpec, out_dir: str | os.PathLike[str]) -> Path:
         raise ProfileError(f"profile {spec.hardware}/{spec.model}: runs must be >= 1")
     with atomic_path(out_dir) as tmp:
         tmp.mkdir(parents=True)
-        if spec.runs == 1:
-            _run_once(spec, tmp)
-        else:
-            dirs = [tmp / f"run_{r}" for r in range(spec.runs)]
-            for d in progress(dirs, desc=f"[profile] {spec.model} runs", unit="run"):
-                d.mkdir()
-                _run_once(spec, d)
-            merge_runs(dirs, tmp)
-            for d in dirs:
-                shutil.rmtree(d)
+        with HostCpu() as host:
+            if spec.runs == 1:
+                _run_once(spec, tmp)
+            else:
+                dirs = [tmp / f"run_{r}" for r in range(spec.runs)]
+                for d in progress(dirs, desc=f"[profile] {spec.model} runs", unit="run"):
+                    d.mkdir()
+                    _run_once(spec, d)
+                merge_runs(dirs, tmp)
+                for d in dirs:
+                    shutil.rmtree(d)
+        meta = json.loads((tmp / "meta.json").read_text())
+        meta |= {"host_cpu_busy": host.busy, "host_cpu_steal": host.steal}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        warn = steal_warning(f"the profile of {spec.hardware}/{spec.model}", host.steal)
+        if warn is not None:
+            write_line(f"[profile] {warn}")
     return Path(out_dir)
 
 

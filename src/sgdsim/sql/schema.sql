@@ -41,7 +41,9 @@ CREATE TABLE profiles (
     dispatch_s            DOUBLE,              -- median traced step's call time before its first op
     return_s              DOUBLE,              -- median traced step's call time after its last op (return + trace collection)
     probe_dispatch_s      DOUBLE,              -- the same before the first op of a traced one-tensor PS probe
-    probe_return_s        DOUBLE               -- and after its last (return, almost no trace to collect)
+    probe_return_s        DOUBLE,              -- and after its last (return, almost no trace to collect)
+    host_cpu_busy         DOUBLE,              -- share of the node's CPU time busy over the profile's runs (NULL: not recorded)
+    host_cpu_steal        DOUBLE               -- share the hypervisor stole over them: a profile above 5 % ran slower than on a quiet host
 );
 
 CREATE TABLE profile_steps (
@@ -251,7 +253,8 @@ CREATE TABLE testbed_predictions (
     phase_distance   DOUBLE,            -- steady, N > 1: as measurements.phase_distance, of the first simulated run
     steps_per_s_by_phase DOUBLE[],      -- steady async, N = 2: steps/s of the pair at phases 0-0.1, ... 0.4-0.5, run from every start phase (NULL where never)
     profile_only_steps_per_s DOUBLE,    -- async, N > 1, predicted with the model's training capture: the same point predicted without it, from the one-worker profile and the network's calibration alone (pull race join, CPU per byte), as a user who cannot train the model at N would predict it (NULL otherwise)
-    profile_only_phase_distance DOUBLE  -- steady: phase_distance of that prediction's first run
+    profile_only_phase_distance DOUBLE, -- steady: phase_distance of that prediction's first run
+    calibration_cpu_steal DOUBLE        -- the larger share of the node's CPU the hypervisor stole during the network's calibration and the model's join captures (NULL: not recorded)
 );
 
 -- One row per steady asynchronous point with N > 1: a diagnostic replay of its

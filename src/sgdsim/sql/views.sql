@@ -65,11 +65,17 @@ SELECT
     -- prediction without it (the one-worker profile and the network's calibration)
     p.profile_only_steps_per_s,
     100 * (p.profile_only_steps_per_s - m.steps_per_s) / m.steps_per_s AS profile_only_error_pct,
-    100 * abs(p.profile_only_steps_per_s - m.steps_per_s) / m.steps_per_s AS profile_only_ape_pct
+    100 * abs(p.profile_only_steps_per_s - m.steps_per_s) / m.steps_per_s AS profile_only_ape_pct,
+    -- the hypervisor's steal over each input of the point: a profile, calibration
+    -- or measurement above 5 % ran slower than on a quiet host (sgdsim.hostcpu)
+    pf.host_cpu_steal AS profile_cpu_steal,
+    p.calibration_cpu_steal,
+    greatest(m.cpu_steal, pf.host_cpu_steal, p.calibration_cpu_steal) AS max_cpu_steal
 FROM measurements m
 JOIN testbed_predictions p
   ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
  AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
+LEFT JOIN profiles pf ON pf.profile_id = m.hardware || '/' || m.model
 LEFT JOIN testbed_replays r
   ON r.model = m.model AND r.hardware = m.hardware AND r.network = m.network
  AND r.mode = m.mode AND r.policy = m.policy AND r.workers = m.workers

@@ -39,12 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sgdsim.hostcpu import cpu_ticks
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
 from sgdsim.protocol import SteadyRule
 from sgdsim.simulation.connection import JoinDelay
 from sgdsim.testbed.netns import Link, Testbed
-from sgdsim.testbed.run import MeasurementError, all_exist, child_env, cpu_ticks, wait_workers
+from sgdsim.testbed.run import MeasurementError, all_exist, child_env, wait_workers
 
 _PORT = 5201
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sgdsim.hostcpu import busy_steal, cpu_ticks
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
 from sgdsim.profiling.spec import ProfileSpec
@@ -133,34 +134,6 @@ def _exit_text(rc: int) -> str:
         except ValueError:
             return f"was killed by signal {-rc}"
     return f"exited with code {rc}"
-
-
-#: Fields of the aggregate ``cpu`` line of ``/proc/stat`` that :func:`cpu_ticks` reads.
-CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-
-
-def cpu_ticks() -> dict[str, int] | None:
-    """This machine's CPU time so far per :data:`CPU_FIELDS`, in clock ticks (all
-    cores, the aggregate ``cpu`` line of ``/proc/stat``), or None if unreadable."""
-    try:
-        with open("/proc/stat") as f:
-            parts = f.readline().split()
-    except OSError:
-        return None
-    if not parts or parts[0] != "cpu" or len(parts) < 9:
-        return None
-    return dict(zip(CPU_FIELDS, (int(x) for x in parts[1:9]), strict=True))
-
-
-def busy_steal(a: dict[str, int], b: dict[str, int]) -> tuple[float, float] | None:
-    """(busy, steal) shares of all CPU time between two :func:`cpu_ticks` readings;
-    busy = user + nice + system + irq + softirq. None if no time passed."""
-    d = {f: b[f] - a[f] for f in CPU_FIELDS}
-    total = sum(d.values())
-    if total <= 0:
-        return None
-    busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
-    return busy / total, d["steal"] / total
 
 
 class CpuSampler:

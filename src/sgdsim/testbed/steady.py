@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from sgdsim.hostcpu import steal_warning
 from sgdsim.profiling.procs import ps_argv, spawn, stop
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.protocol import (
@@ -244,4 +245,7 @@ def run_steady_measurement(
         f"(per worker {', '.join(f'{r:.3f}' for r in est.per_worker_steps_per_s)}; steps "
         f"{', '.join(map(str, est.steps))}); {result.drops} packets dropped by the shapers"
     )
+    warn = steal_warning("the measurement's window", result.cpu_steal)
+    if warn is not None:
+        log(warn)
     return result

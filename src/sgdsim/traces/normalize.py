@@ -317,6 +317,8 @@ def normalize_profile(
                 "node_cores": cores,
                 "rpc_rtt_s": rpc_rtt,
                 "session_call_s": meta.get("session_call_s"),
+                "host_cpu_busy": meta.get("host_cpu_busy"),
+                "host_cpu_steal": meta.get("host_cpu_steal"),
                 **{col: med_or_none(meta.get(key) or []) for col, key in CALL_STAMPS.items()},
             }
         ]
