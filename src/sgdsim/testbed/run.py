@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgdsim.hostcpu import busy_steal, cpu_ticks
+from sgdsim.hostcpu import HostCpu, busy_steal, cpu_ticks
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
 from sgdsim.profiling.spec import ProfileSpec
@@ -181,11 +181,9 @@ def background_busy(seconds: float = 1.0) -> float | None:
     before a run starts: other load competes with the measured processes for the
     cores (and, with ``sched_autogroup``, a process in another session gets an equal
     share of them whatever its nice value). None if ``/proc/stat`` cannot be read."""
-    a = cpu_ticks()
-    time.sleep(seconds)
-    b = cpu_ticks()
-    shares = busy_steal(a, b) if a is not None and b is not None else None
-    return None if shares is None else shares[0]
+    with HostCpu() as host:
+        time.sleep(seconds)
+    return host.busy
 
 
 def run_async_measurement(
