@@ -534,20 +534,21 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
         assert set(cal["joins_at"]) == {"2", "3", "4"}
         # the top level stays the largest N's (the store's columns)
         assert (cal["workers"], cal["push_join_delay_s"]) == (4, [0.004])
-        # a point takes its N's joins, else the nearest captured N's (the smaller on a tie)
+        # a point takes its N's joins, else the nearest captured N's
         for n, captured in ((1, 2), (2, 2), (3, 3), (4, 4), (6, 4)):
             at = joins_at_n(cal, n)
             assert (at["workers"], at["steps_per_s"]) == (captured, 1.0 / captured)
             assert join_delay_in(at, "push").mean_s == (0.001 * captured,)
             assert join_delay_in(at, "pull").mean_s == (0.002 * captured,)
     # and its N's share, else the nearest captured N's with one
+    # (the larger on a tie: N = 3 has none, N = 4 is as near as N = 2)
     at = {n: two_way_share_at(got["fifo"], n) for n in (1, 2, 3, 4, 6)}
-    assert at == {1: (0.95, 0.9), 2: (0.95, 0.9), 3: (0.95, 0.9), 4: (0.8, 0.7), 6: (0.8, 0.7)}
+    assert at == {1: (0.95, 0.9), 2: (0.95, 0.9), 3: (0.8, 0.7), 4: (0.8, 0.7), 6: (0.8, 0.7)}
     assert two_way_share_at({"push_join_delay_s": 0.0}, 2) is None
     # a calibration without per-N joins (one capture, or a race's) serves every N
     old = {"push_join_delay_s": [0.003], "push_join_sd_s": [0.001], "workers": 2}
     assert joins_at_n(old, 4) is old
-    # the prediction of a point at N = 3 takes N = 3's joins and N = 2's share
+    # the prediction of a point at N = 3 takes N = 3's joins and N = 4's share
     out = tmp_path / "p.parquet"
     wc = {"hardware": "cpu", "model": "LeNet5", "network": "fifo", "policy": "tf_default"}
     wc |= {"mode": "async", "workers": "3"}
@@ -558,7 +559,7 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     row = pl.read_parquet(out).row(0, named=True)
     assert row["push_join_delays_s"] == pytest.approx([0.003])
     assert row["pull_join_delays_s"] == pytest.approx([0.006])
-    assert row["two_way_share"] == pytest.approx([0.95, 0.9])
+    assert row["two_way_share"] == pytest.approx([0.8, 0.7])
     # beside it, the point predicted without the capture (the profile and the
     # network's calibration alone, as the grid predicts): the prediction made
     # without the capture's file, and not the captured one (joins move the phases)
@@ -591,6 +592,25 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     assert by_skeleton["pull_join_delays_s"] == pytest.approx([0.006])
     assert by_skeleton["steps_per_s"] == row["steps_per_s"]
     assert by_skeleton["profile_only_steps_per_s"] is None
+    # validation.join_capture_workers captures only the N listed; N = 3 then
+    # takes N = 4's joins and share (the nearest, the larger on a tie)
+    trained.clear()
+    config["validation"]["join_capture_workers"] = [2, 4, 8]
+    two = tmp_path / "fifo-2-4.json"
+    calibrate_push_join_stage(config, str(workload), str(two), "fifo", "cpu", "LeNet5")
+    assert trained == [4, 2]
+    assert set(json.loads(two.read_text())["joins_at"]) == {"2", "4"}
+    predict_testbed_stage(
+        config, str(workload), str(tmp_path), str(out), wc, push_calibration_path=str(two)
+    )
+    three = pl.read_parquet(out).row(0, named=True)
+    assert three["pull_join_delays_s"] == pytest.approx([0.008])
+    assert three["two_way_share"] == pytest.approx([0.8, 0.7])
+    # a list none of the points' N is in captures the largest of them
+    trained.clear()
+    config["validation"]["join_capture_workers"] = [5]
+    calibrate_push_join_stage(config, str(workload), str(two), "fifo", "cpu", "LeNet5")
+    assert trained == [4]
 
 
 @pytest.mark.slow

@@ -479,14 +479,17 @@ def _measure_sync(
 
 
 def _nearest(captured: Iterable[int], workers: int) -> int:
-    """The captured N nearest to ``workers`` (the smaller on a tie)."""
-    return min(captured, key=lambda k: (abs(k - workers), k))
+    """The captured N nearest to ``workers``, the larger on a tie: a pair's
+    joins are a regime of their own (two workers keep or trade places;
+    three or more wander: docs/steady-state.md, "A pair keeps the phase it
+    is launched with"), so N = 3 is nearer N = 4's than N = 2's."""
+    return min(captured, key=lambda k: (abs(k - workers), -k))
 
 
 def two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float] | None:
     """The ``(pull, push)`` two-way share a :func:`calibrate_push_join_stage` JSON
     gives N ``workers``: the one captured at N, else at the captured N nearest
-    to it (the smaller on a tie); None without any."""
+    to it (the larger on a tie); None without any."""
     shares = {int(n): v for n, v in (joins.get("two_way_share") or {}).items() if v}
     if not shares:
         return None
@@ -497,7 +500,7 @@ def two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float]
 def joins_at_n(joins: dict[str, Any], workers: int) -> dict[str, Any]:
     """The join delays a :func:`calibrate_push_join_stage` JSON gives N ``workers``:
     its ``"joins_at"`` entry of N, else of the captured N nearest to it (the
-    smaller on a tie); the JSON itself when it has none (one capture, or a
+    larger on a tie); the JSON itself when it has none (one capture, or a
     race's calibration). Read by :func:`join_delay_in`."""
     at = joins.get("joins_at") or {}
     return at[str(_nearest(map(int, at), workers))] if at else joins
@@ -822,11 +825,7 @@ def calibrate_push_join_stage(
         row |= {"status": "skipped", "reason": why}
     else:
         method = config["validation"]["join_calibration"]
-        ns = {
-            int(p["workers"])
-            for p in validation_points(config)
-            if p["mode"] == "async" and p["network"] == net["name"] and p["model"] == model
-        }
+        ns = capture_workers(config, net["name"], model)
         row |= {"status": "ok", "reason": ""} | join_calibration(
             profile_spec(config, hardware, model),
             workload_path,
@@ -839,6 +838,23 @@ def calibrate_push_join_stage(
         )
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")
+
+
+def capture_workers(config: dict[str, Any], network: str, model: str) -> set[int]:
+    """The N at which the join calibration of ``model`` on ``network`` runs
+    and captures: every N of the model's async points on the network, or,
+    with ``validation.join_capture_workers`` set, those of them in that list
+    (the largest of them if none is); a point at an N not captured takes the
+    nearest captured N's joins (:func:`joins_at_n`). The caller skips N < 2."""
+    ns = {
+        int(p["workers"])
+        for p in validation_points(config)
+        if p["mode"] == "async" and p["network"] == network and p["model"] == model
+    }
+    chosen = config["validation"].get("join_capture_workers")
+    if chosen is None or not ns:
+        return ns
+    return (ns & set(chosen)) or {max(ns)}
 
 
 #: Timed steps of the all-reduce path's own step, at least (a mean over 30 steps).
