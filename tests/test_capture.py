@@ -211,20 +211,25 @@ def test_step_boundary_runs_from_the_last_push_packet_to_the_pulls_bulk():
     assert step_boundaries(p, 1, [3], pull_bytes=500_000) == []
 
 
-def test_join_delays_of_the_joins_carry_the_last_k_measured_well():
+def test_join_delays_count_every_join_and_fill_a_k_without_any_from_the_nearest():
     from sgdsim.testbed.calibrate import join_delay_of
 
     ones = [0.01, 0.02, 0.03, 0.04, 0.05]
     got = join_delay_of({1: ones, 2: [0.2, 0.3], 3: [-0.1] * 6}, workers=5)
-    # k = 2 has too few joins: k = 1's; k = 3's mean is clipped at 0; k = 4 none: k = 3's
-    assert got.mean_s == pytest.approx((0.03, 0.03, 0.0, 0.0))
-    assert got.sd_s == pytest.approx((np.std(ones), np.std(ones), 0.0, 0.0))
+    # k = 2's two joins are its own; k = 3's mean is clipped at 0; k = 4 none: k = 3's
+    assert got.mean_s == pytest.approx((0.03, 0.25, 0.0, 0.0))
+    assert got.sd_s == pytest.approx((np.std(ones), 0.05, 0.0, 0.0))
     assert join_delay_of({}, workers=2).mean_s == (0.0,)
-    # signed (a FIFO's): the joins themselves, carried forward the same way, unclipped
+    # a k without joins takes the nearest k's, the smaller on a tie
+    assert join_delay_of({1: [0.01], 3: [0.03]}, workers=4).mean_s == pytest.approx(
+        (0.01, 0.01, 0.03)
+    )
+    # signed (a FIFO's): the joins themselves, filled the same way, unclipped
     signed = join_delay_of({1: ones, 2: [0.2, 0.3], 3: [-0.1] * 6}, workers=5, signed=True)
-    assert signed.joins_s == (tuple(ones), tuple(ones), (-0.1,) * 6, (-0.1,) * 6)
-    assert signed.mean_s == pytest.approx((0.03, 0.03, -0.1, -0.1))
-    assert join_delay_of({2: ones}, workers=3, signed=True).joins_s == ((0.0,), tuple(ones))
+    assert signed.joins_s == (tuple(ones), (0.2, 0.3), (-0.1,) * 6, (-0.1,) * 6)
+    assert signed.mean_s == pytest.approx((0.03, 0.25, -0.1, -0.1))
+    # k = 1 without joins takes k = 2's, not 0: joining is not free because it was rare
+    assert join_delay_of({2: ones}, workers=3, signed=True).joins_s == (tuple(ones),) * 2
 
 
 def test_two_way_shares_compare_each_direction_beside_the_other_with_it_alone():

@@ -406,7 +406,7 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     for name in ("push", "pull"):
         delay = join_delay_in(got, name)
         joins = got[f"{name}_join_growth_s"].get("1", [])
-        if len(joins) >= 5:  # MIN_JOINS
+        if joins:  # every join counts, however few
             assert delay.joins_s == (tuple(joins),)
             assert delay.mean_s[0] == pytest.approx(sum(joins) / len(joins))
         else:

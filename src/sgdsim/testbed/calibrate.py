@@ -346,9 +346,6 @@ def model_push_join_delay(
 #: already a steady one: docs/steady-state.md), then until 20 steps each (or 60 s).
 TRAINING_JOIN_RULE = SteadyRule(warmup_steps=1, settle_s=0.0, min_steps=20, max_s=60.0)
 
-#: Joins counted at least for a delay; fewer give 0 (the stored joins show how many).
-MIN_JOINS = 5
-
 
 @dataclass(frozen=True)
 class TrainingJoins:
@@ -358,8 +355,8 @@ class TrainingJoins:
         push: the simulator's push :class:`~sgdsim.simulation.connection.JoinDelay`:
             per number ``k`` of transfers joined, the mean and standard
             deviation of ``push_growth_s[k]`` (the mean clipped at 0); a ``k``
-            with fewer than :data:`MIN_JOINS` joins takes ``k − 1``'s (0 for
-            ``k = 1``).
+            without a join takes the nearest ``k``'s that has one
+            (:func:`join_delay_of`).
         pull: the same for pulls.
         push_growth_s: ``{k: (joins,)}`` each push join's lateness, seconds
             (:func:`sgdsim.testbed.capture.join_losses`).
@@ -419,14 +416,20 @@ def join_delay_of(
 
     Returns:
         Per ``k``, the mean (clipped at 0) and the population standard
-        deviation of its joins, or with ``signed`` the joins; with fewer
-        than :data:`MIN_JOINS` joins, the previous ``k``'s (none for
-        ``k = 1``: 0).
+        deviation of its joins, or with ``signed`` the joins, however few;
+        a ``k`` without a join takes those of the nearest ``k`` that has
+        some (the smaller on a tie), and 0 when no ``k`` has any. A big
+        model's capture holds a few joins per ``k`` (its workers, once
+        spread, rarely overlap); 0 would claim that joining costs nothing,
+        which holds the simulated workers in phase (docs/steady-state.md,
+        "Every join counts").
     """
+    ks = range(1, max(workers, 2))
+    have = [k for k in ks if growth_s.get(k)]
     lists: list[tuple[float, ...]] = []
-    for k in range(1, max(workers, 2)):
-        joins = tuple(growth_s.get(k, ()))
-        lists.append(joins if len(joins) >= MIN_JOINS else (lists[-1] if lists else (0.0,)))
+    for k in ks:
+        near = min(have, key=lambda h: (abs(h - k), h)) if have else None
+        lists.append((0.0,) if near is None else tuple(growth_s[near]))
     if signed:
         return JoinDelay.resampled(lists)
     return JoinDelay(
