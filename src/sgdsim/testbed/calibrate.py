@@ -426,10 +426,9 @@ def join_delay_of(
     """
     ks = range(1, max(workers, 2))
     have = [k for k in ks if growth_s.get(k)]
-    lists: list[tuple[float, ...]] = []
-    for k in ks:
-        near = min(have, key=lambda h: (abs(h - k), h)) if have else None
-        lists.append((0.0,) if near is None else tuple(growth_s[near]))
+    lists = [
+        tuple(growth_s[min(have, key=lambda h: (abs(h - k), h))]) if have else (0.0,) for k in ks
+    ]
     if signed:
         return JoinDelay.resampled(lists)
     return JoinDelay(
