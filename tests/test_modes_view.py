@@ -407,6 +407,29 @@ def test_validation_view_and_report_set_the_profile_only_prediction_beside_the_c
     assert "From the profile alone" not in out.read_text()
 
 
+def test_accuracy_report_sets_each_skeleton_capture_beside_its_simulation(tmp_path):
+    # N = 2 captured 0.40 steps/s at phase 0.45, simulated 0.36 at 0.40 (-10 %);
+    # N = 4 captured 0.50 at 0.20, simulated 0.55 at 0.05 (+10 %); N = 3 not captured
+    points = [measured_point(n, 1.0, 1.0) for n in (2, 3, 4)]
+    points[0][1].update({"capture_steps_per_s": 0.4, "capture_phase_distance": 0.45})
+    points[0][1].update({"skeleton_steps_per_s": 0.36, "skeleton_phase_distance": 0.4})
+    points[2][1].update({"capture_steps_per_s": 0.5, "capture_phase_distance": 0.2})
+    points[2][1].update({"skeleton_steps_per_s": 0.55, "skeleton_phase_distance": 0.05})
+    db = measured_store(tmp_path, points)
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "## The join captures against their own simulation" in text
+    assert "2 captures: MAPE 10.0 %, max error 10.0 %." in text
+    assert "| 2 | 0.4 | 0.36 | -10.0 | 0.45 / 0.40 |" in text
+    assert "| 4 | 0.5 | 0.55 | +10.0 | 0.20 / 0.05 |" in text
+    assert "| 3 | 0.4" not in text and "| 3 | 0.5" not in text
+    # a store without captures says nothing of them
+    (tmp_path / "old").mkdir()
+    accuracy_report(measured_store(tmp_path / "old"), out)
+    assert "own simulation" not in out.read_text()
+
+
 def test_accuracy_report_counts_the_points_within_the_predictions_spread_over_starts(tmp_path):
     # N = 2: 18 ± 1.5 against 20 (within 2 sd); N = 3: 20 ± 2 against 30 (not); N = 1: one run
     one, two, three = (

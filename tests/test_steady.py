@@ -400,6 +400,8 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     assert (got["status"], got["draw"], got["workers"]) == ("ok", "joins", 2)
     assert got["method"] == "skeleton capture"
     assert got["steps_per_s"] > 0
+    # how far apart the pair stepped, from its step ends (0 in phase, 0.5 alternating)
+    assert 0.0 <= got["joins_at"]["2"]["phase_distance"] <= 0.5
     # the node's CPU over the captures, the hypervisor's steal beside it
     assert 0 < got["host_cpu_busy"] <= 1 and 0 <= got["host_cpu_steal"] <= 1
     # the prediction draws the captured joins themselves, unclipped
@@ -506,8 +508,9 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
         skeletons.append(kw["skeleton"])
         push, pull = JoinDelay((0.001 * n,), (0.0005,)), JoinDelay((0.002 * n,), (0.0,))
         return calibrate.TrainingJoins(
-            push, pull, {1: (0.001 * n,)}, {}, 1.0 / n, n, two_way_share=shares[n]
-        )
+            push, pull, {1: (0.001 * n,)}, {}, 1.0 / n, n, two_way_share=shares[n],
+            phase_distance=0.1 * n,
+        )  # fmt: skip
 
     monkeypatch.setattr(sgdsim.testbed, "check_available", lambda: None)
     monkeypatch.setattr(capture, "tcpdump_missing", lambda: None)
@@ -592,6 +595,14 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     assert by_skeleton["pull_join_delays_s"] == pytest.approx([0.006])
     assert by_skeleton["steps_per_s"] == row["steps_per_s"]
     assert by_skeleton["profile_only_steps_per_s"] is None
+    # beside it, N = 3's own capture and that capture simulated: the workers on
+    # nodes of their own, so no CPU shared (the point's three share one compute
+    # slot: the workload measured no CPU), and faster than the point's prediction
+    assert by_skeleton["capture_steps_per_s"] == pytest.approx(1 / 3)
+    assert by_skeleton["capture_phase_distance"] == pytest.approx(0.3)
+    assert by_skeleton["skeleton_steps_per_s"] > 1.1 * by_skeleton["steps_per_s"]
+    # a training capture and a point at an N not captured have none
+    assert row["capture_steps_per_s"] is None and row["skeleton_steps_per_s"] is None
     # validation.join_capture_workers captures only the N listed; N = 3 then
     # takes N = 4's joins and share (the nearest, the larger on a tie)
     trained.clear()

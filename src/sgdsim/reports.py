@@ -284,6 +284,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         }
         replays = _replay_section(con)
         phases = _phase_section(con)
+        captures = _capture_section(con)
         stolen = _steal_lines(con)
     finally:
         con.close()
@@ -466,7 +467,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         ]
         if any(r[10] for r in points):
             text += ["", "Points marked loopback ran unshaped on 127.0.0.1 (no root)."]
-        text += phases + replays
+        text += phases + replays + captures
     if skipped:
         text += [
             "",
@@ -688,6 +689,64 @@ def _replay_section(con: Any) -> list[str]:
         "launch out of the error: what the replay still misses is the step model and "
         "how the phases move after warm-up; the difference between the two errors is "
         'the launch\'s part (docs/steady-state.md, "Replaying a launch").',
+    ]
+
+
+def _capture_section(con: Any) -> list[str]:
+    """The skeleton captures against their own simulation (``testbed_predictions``'
+    ``capture_*`` and ``skeleton_*`` columns), as Markdown lines; none in a store
+    without them."""
+    if not _has_column(con, "testbed_predictions", "skeleton_steps_per_s"):
+        return []
+    rows = con.execute(
+        """
+        SELECT model, network, policy, workers, capture_steps_per_s, skeleton_steps_per_s,
+               100 * (skeleton_steps_per_s - capture_steps_per_s) / capture_steps_per_s,
+               capture_phase_distance, skeleton_phase_distance
+        FROM testbed_predictions
+        WHERE skeleton_steps_per_s IS NOT NULL AND capture_steps_per_s > 0
+        ORDER BY model, bandwidth_bps, network, policy, workers
+        """
+    ).fetchall()
+    if not rows:
+        return []
+    mape = sum(abs(r[6]) for r in rows) / len(rows)
+    worst = max(abs(r[6]) for r in rows)
+
+    def phase(x: float | None) -> str:
+        return "—" if x is None else f"{x:.2f}"
+
+    return [
+        "",
+        "## The join captures against their own simulation",
+        "",
+        f"{len(rows)} captures: MAPE {mape:.1f} %, max error {worst:.1f} %.",
+        "",
+        markdown_table(
+            [
+                *_POINT_COLUMNS,
+                "captured steps/s",
+                "simulated steps/s",
+                "error %",
+                "phase captured / simulated",
+            ],
+            [
+                (
+                    *r[:4],
+                    f"{r[4]:.4g}",
+                    f"{r[5]:.4g}",
+                    f"{r[6]:+.1f}",
+                    f"{phase(r[7])} / {phase(r[8])}",
+                )
+                for r in rows
+            ],
+        ),
+        "",
+        "Each N's joins and two-way share come from a capture of N processes running the "
+        "skeleton of the profiled step (its transfers, its compute as waits); here that "
+        "capture is simulated with what it gave, each worker on a node of its own. A "
+        "calibration run, not a validated point: where the simulation misses it, the "
+        "simulator's network dynamics miss before any model is trained (docs/validation.md).",
     ]
 
 

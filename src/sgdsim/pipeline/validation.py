@@ -512,6 +512,7 @@ def _joins_row(joins: TrainingJoins) -> dict[str, Any]:
         "workers": joins.workers,
         "draw": "joins" if joins.push.joins_s else "gamma",
         "steps_per_s": joins.steps_per_s,
+        "phase_distance": joins.phase_distance,
     }
     for name, delay, growth in (
         ("push", joins.push, joins.push_growth_s),
@@ -1037,6 +1038,17 @@ def predict_testbed_stage(
     share of 1, no phase band. A user who cannot train the model at N gets that
     prediction; the capture is a measurement of N workers training.
 
+    An async point whose N was itself captured running the skeleton
+    (``"method": "skeleton capture"``, ``joins_at`` of N) also gets the
+    capture's own throughput and phase (``capture_steps_per_s``,
+    ``capture_phase_distance``) beside the simulation of that capture
+    (``skeleton_steps_per_s``, ``skeleton_phase_distance``): the same
+    joins and two-way share, its workers each on a node of their own (the
+    skeleton waits out the compute, so no CPU is shared). Both are
+    calibration data, not the point's measurement: where the simulated
+    capture misses the captured one, the simulator's network dynamics miss
+    before any model is trained (NULL otherwise, and in a replay).
+
     Raises:
         ConfigError: an ``allreduce`` point without ``allreduce_step_path``.
     """
@@ -1063,12 +1075,16 @@ def predict_testbed_stage(
     # what a user has without training the model at N: the network's own calibration
     network_only, race_pull = network, pull_delay
     captured = False
+    skeleton_at_n: dict[str, Any] | None = None  # this N's own skeleton capture
     if push_calibration_path is not None and network.name != LOOPBACK_FIT:
         joins = json.loads(Path(push_calibration_path).read_text())
         steals.append(joins.get("host_cpu_steal"))
-        push_delay = join_delay_in(joins_at_n(joins, workers), "push")
+        at_n = joins_at_n(joins, workers)
+        if joins.get("method") == METHODS["skeleton"] and at_n.get("workers") == workers:
+            skeleton_at_n = at_n
+        push_delay = join_delay_in(at_n, "push")
         if joins.get("method") in METHODS.values():  # the model's own, from its capture
-            pull_delay = join_delay_in(joins_at_n(joins, workers), "pull")
+            pull_delay = join_delay_in(at_n, "pull")
         # a capture of the model training at N is predicted again without it (below)
         captured = joins.get("method") == METHODS["training"]
         two_way = two_way_share_at(joins, workers)
@@ -1145,6 +1161,10 @@ def predict_testbed_stage(
         "mode": mode,
         "profile_only_steps_per_s": None,
         "profile_only_phase_distance": None,
+        "capture_steps_per_s": None,
+        "capture_phase_distance": None,
+        "skeleton_steps_per_s": None,
+        "skeleton_phase_distance": None,
     }
     if captured and mode == "async" and workers > 1 and start_offsets_s is None:
         # the same point without the capture: how the grid predicts (docs/validation.md)
@@ -1155,6 +1175,18 @@ def predict_testbed_stage(
         alone = predict(network_only, bare)
         row["profile_only_steps_per_s"] = alone["steps_per_s"]
         row["profile_only_phase_distance"] = alone.get("phase_distance")
+    if skeleton_at_n is not None and mode == "async" and start_offsets_s is None:
+        # the capture's own run simulated: its workers wait out the compute
+        # instead of computing, so no CPU is shared (docs/validation.md)
+        alone_cpu = dataclasses.replace(
+            params, workers_per_node=1, ps_with_workers=False, network_cpu_s_per_byte=0.0,
+            phase_band=False,
+        )  # fmt: skip
+        sk = predict(network, alone_cpu)
+        row["capture_steps_per_s"] = skeleton_at_n.get("steps_per_s")
+        row["capture_phase_distance"] = skeleton_at_n.get("phase_distance")
+        row["skeleton_steps_per_s"] = sk["steps_per_s"]
+        row["skeleton_phase_distance"] = sk.get("phase_distance")
     if offsets is not None:
         row["start_offsets_s"] = offsets
     with atomic_path(out_path) as tmp:

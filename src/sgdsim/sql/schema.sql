@@ -254,6 +254,10 @@ CREATE TABLE testbed_predictions (
     steps_per_s_by_phase DOUBLE[],      -- steady async, N = 2: steps/s of the pair at phases 0-0.1, ... 0.4-0.5, run from every start phase (NULL where never)
     profile_only_steps_per_s DOUBLE,    -- async, N > 1, predicted with the model's training capture: the same point predicted without it, from the one-worker profile and the network's calibration alone (pull race join, CPU per byte), as a user who cannot train the model at N would predict it (NULL otherwise)
     profile_only_phase_distance DOUBLE, -- steady: phase_distance of that prediction's first run
+    capture_steps_per_s DOUBLE,         -- async, N > 1, N captured running the step's skeleton (validation.join_calibration): that capture's own steps/s (all workers), a calibration run, not the point's measurement (NULL otherwise)
+    capture_phase_distance DOUBLE,      -- that capture's phase_distance (0 in phase, 1/N evenly spread)
+    skeleton_steps_per_s DOUBLE,        -- that capture simulated: the same joins and two-way share, no CPU shared (its workers wait out the compute); against capture_steps_per_s, how well the simulator's network dynamics reproduce a run they were calibrated from
+    skeleton_phase_distance DOUBLE,     -- steady: phase_distance of that simulation's first run
     calibration_cpu_steal DOUBLE        -- the larger share of the node's CPU the hypervisor stole during the network's calibration and the model's join captures (NULL: not recorded)
 );
 

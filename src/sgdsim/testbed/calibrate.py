@@ -42,7 +42,7 @@ from typing import Any
 from sgdsim.hostcpu import cpu_ticks
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
-from sgdsim.protocol import SteadyRule
+from sgdsim.protocol import SteadyRule, phase_distance
 from sgdsim.simulation.connection import JoinDelay
 from sgdsim.testbed.netns import Link, Testbed
 from sgdsim.testbed.run import MeasurementError, all_exist, child_env, wait_workers
@@ -385,6 +385,9 @@ class TrainingJoins:
             carried while the other carried data too, over what it carried alone
             (:func:`sgdsim.testbed.capture.two_way_shares`); None when the
             capture holds too little of either.
+        phase_distance: how far apart the captured workers stepped over the
+            run (:func:`sgdsim.protocol.phase_distance` of their step ends:
+            0 in phase, 1/N evenly spread); None when it cannot be told.
     """
 
     push: JoinDelay
@@ -399,6 +402,7 @@ class TrainingJoins:
     saturated_Bps: float | None = None
     window_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
     two_way_share: tuple[float, float] | None = None
+    phase_distance: float | None = None
 
 
 def join_delay_of(
@@ -511,6 +515,7 @@ def training_join_delays(
             skeleton=skeleton,
         )  # fmt: skip
         packets, steps_per_s = read_pcap(path), r.steps_per_s
+    phase = phase_distance(r.step_end_times, r.window_s) if r.step_end_times else None
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
@@ -542,6 +547,7 @@ def training_join_delays(
         full,
         windows,
         two_way_shares(packets, 1, hosts, pull_bytes, push_bytes),
+        phase,
     )
 
 
