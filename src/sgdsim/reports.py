@@ -637,6 +637,11 @@ def _phase_section(con: Any) -> list[str]:
     ]
 
 
+def _phase_str(x: float | None) -> str:
+    """A phase distance as a table shows it: two decimals, — for none."""
+    return "—" if x is None else f"{x:.2f}"
+
+
 def _replay_section(con: Any) -> list[str]:
     """The steady points' replays from their measured phases (view ``validation``'s
     ``replayed_*`` columns), as Markdown lines; none in a store without them."""
@@ -653,9 +658,6 @@ def _replay_section(con: Any) -> list[str]:
     ).fetchall()
     if not rows:
         return []
-
-    def phase(x: float | None) -> str:
-        return "—" if x is None else f"{x:.2f}"
 
     return [
         "",
@@ -677,7 +679,7 @@ def _replay_section(con: Any) -> list[str]:
                     f"{r[6]:+.1f}",
                     r[7],
                     f"{r[8]:+.1f}",
-                    " / ".join(phase(x) for x in r[9:12]),
+                    " / ".join(_phase_str(x) for x in r[9:12]),
                 )
                 for r in rows
             ],
@@ -713,9 +715,6 @@ def _capture_section(con: Any) -> list[str]:
     mape = sum(abs(r[6]) for r in rows) / len(rows)
     worst = max(abs(r[6]) for r in rows)
 
-    def phase(x: float | None) -> str:
-        return "—" if x is None else f"{x:.2f}"
-
     return [
         "",
         "## The join captures against their own simulation",
@@ -736,7 +735,7 @@ def _capture_section(con: Any) -> list[str]:
                     f"{r[4]:.4g}",
                     f"{r[5]:.4g}",
                     f"{r[6]:+.1f}",
-                    f"{phase(r[7])} / {phase(r[8])}",
+                    f"{_phase_str(r[7])} / {_phase_str(r[8])}",
                 )
                 for r in rows
             ],
