@@ -714,7 +714,6 @@ def _capture_section(con: Any) -> list[str]:
         return []
     mape = sum(abs(r[6]) for r in rows) / len(rows)
     worst = max(abs(r[6]) for r in rows)
-
     return [
         "",
         "## The join captures against their own simulation",

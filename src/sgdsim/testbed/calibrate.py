@@ -515,7 +515,6 @@ def training_join_delays(
             skeleton=skeleton,
         )  # fmt: skip
         packets, steps_per_s = read_pcap(path), r.steps_per_s
-    phase = phase_distance(r.step_end_times, r.window_s) if r.step_end_times else None
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
@@ -547,7 +546,7 @@ def training_join_delays(
         full,
         windows,
         two_way_shares(packets, 1, hosts, pull_bytes, push_bytes),
-        phase,
+        phase_distance(r.step_end_times, r.window_s),
     )
 
 
