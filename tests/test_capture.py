@@ -11,6 +11,7 @@ from sgdsim.testbed.capture import (
     Packets,
     bursts,
     join_gains,
+    join_lags,
     join_losses,
     join_records,
     read_pcap,
@@ -145,6 +146,28 @@ def test_join_records_pair_each_joins_lateness_with_its_overlap():
         join_records(packets, 1, [2, 3], "both", 1.0)
 
 
+def test_join_lags_tell_how_much_further_behind_a_joiner_ended_than_it_started():
+    for late in (0.0, 0.03, 0.1):
+        # the leader sent 400 of its 1000 packets alone, then 9/10 of the link for
+        # `late`: it ends 0.8 late before its fair end, the joiner at the same time as
+        # with fair shares (the link stays full), so the lag grew by 0.8 late
+        got = join_lags(slotted({2: 0.0, 3: 0.4}, late), 1, [2, 3], "push", 100_000)
+        assert list(got) == [1] and len(got[1]) == 1
+        growth, lag = got[1][0]
+        assert growth == pytest.approx(0.8 * late, abs=0.003)
+        assert lag == pytest.approx(0.4, abs=0.002)
+    # three in turn, on time: the third joins two, 0.4 and 0.2 s after their starts;
+    # the first ends at 2.5 s, the second at 2.9, the third at 3.0, so it fell 0.1 s
+    # further behind the first and caught up 0.1 s on the second
+    three = join_lags(slotted({2: 0.0, 3: 0.2, 4: 0.4}, 0.0), 1, [2, 3, 4], "push", 100_000)
+    assert list(three) == [1, 2]
+    assert three[2][0] == pytest.approx((0.0, 0.3), abs=0.003)
+    assert three[1][0][1] == pytest.approx(0.2, abs=0.002)
+    assert join_lags(slotted({2: 0.0, 3: 0.4}, 0.0), 1, [2, 3], "pull", 100_000) == {}
+    with pytest.raises(ValueError, match="direction"):
+        join_lags(slotted({2: 0.0, 3: 0.1}, 0.0), 1, [2, 3], "both", 1.0)
+
+
 def test_join_gains_count_what_the_incumbents_got_beyond_a_full_links_fair_share():
     rate = 1e6  # one 1000-byte packet per ms
     for late in (0.0, 0.03, 0.1):
@@ -232,23 +255,29 @@ def test_join_delays_count_every_join_and_fill_a_k_without_any_from_the_nearest(
     assert join_delay_of({2: ones}, workers=3, signed=True).joins_s == (tuple(ones),) * 2
 
 
-def test_two_way_shares_compare_each_direction_beside_the_other_with_it_alone():
-    # one packet per ms (times mid-bin): a pull (PS .1 to worker .2) alone from 0 to
-    # 0.5 s at 1000 B/ms, beside a push (worker .3 to the PS) from 0.5 to 1 s at
-    # 800 B/ms while the push gets 700, then the push alone to 1.5 s at 1000 B/ms
+def two_way(start_s: float = 0.0) -> Packets:
+    """One packet per ms (times mid-bin): a pull (PS .1 to worker .2) alone from 0 to
+    0.5 s at 1000 B/ms, beside a push (worker .3 to the PS) from 0.5 to 1 s at 800 B/ms
+    while the push gets 700, then the push alone to 1.5 s at 1000 B/ms; for the push's
+    first ``start_s`` beside the pull, the pull 1000 and the push 300 (TCP's start)."""
     rows = []
     for i in range(1500):
         t = i * 0.001 + 0.0005
         if t < 0.5:
             rows.append((t, 1, 2, 1000))
         elif t < 1.0:
-            rows += [(t, 1, 2, 800), (t, 3, 1, 700)]
+            start = t < 0.5 + start_s
+            rows += [(t, 1, 2, 1000 if start else 800), (t, 3, 1, 300 if start else 700)]
         else:
             rows.append((t, 3, 1, 1000))
     rows += [(0.2 + i * 0.001, 3, 1, 50) for i in range(10)]  # a small RPC: no transfer
     rows.sort()
     a = np.array(rows)
-    p = Packets(a[:, 0], a[:, 1].astype(int), a[:, 2].astype(int), a[:, 3].astype(int))
+    return Packets(a[:, 0], a[:, 1].astype(int), a[:, 2].astype(int), a[:, 3].astype(int))
+
+
+def test_two_way_shares_compare_each_direction_beside_the_other_with_it_alone():
+    p = two_way()
     got = two_way_shares(p, 1, [2, 3], pull_bytes=1e6, push_bytes=1e6)
     assert got == pytest.approx((0.8, 0.7), abs=0.01)
     # the push starting at 0.95 s: 50 ms beside the pull, too little to tell
@@ -258,3 +287,12 @@ def test_two_way_shares_compare_each_direction_beside_the_other_with_it_alone():
     assert two_way_shares(q, 1, [2, 3], 1e6, 1e6, min_s=0.06) is None
     with pytest.raises(ValueError, match="bytes"):
         two_way_shares(p, 1, [2, 3], 0.0, 1e6)
+    with pytest.raises(ValueError, match="ramp_s"):
+        two_way_shares(p, 1, [2, 3], 1e6, 1e6, ramp_s=-0.1)
+
+
+def test_two_way_shares_past_each_transfers_start_leave_tcps_start_out():
+    p = two_way(start_s=0.1)
+    # counted in: (0.1 * 1000 + 0.4 * 800) / 0.5 and (0.1 * 300 + 0.4 * 700) / 0.5
+    assert two_way_shares(p, 1, [2, 3], 1e6, 1e6) == pytest.approx((0.84, 0.62), abs=0.01)
+    assert two_way_shares(p, 1, [2, 3], 1e6, 1e6, ramp_s=0.1) == pytest.approx((0.8, 0.7), abs=0.01)

@@ -437,6 +437,14 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     (share,) = got["two_way_share"].values()
     assert list(got["two_way_share"]) == ["2"]
     assert share is None or (len(share) == 2 and all(0.0 < s <= 1.0 for s in share))
+    # the same past each transfer's start, and how far each join moved the pair's phases:
+    # (growth, start lag), the start lag inside the capture's window
+    (past,) = got["two_way_share_past_start"].values()
+    assert past is None or (len(past) == 2 and all(0.0 < s <= 1.0 for s in past))
+    lags = got["join_lag_s"]["2"]
+    assert set(lags) == {"push", "pull"} and all(set(v) <= {"1"} for v in lags.values())
+    joins = [x for v in lags.values() for j in v.values() for x in j]
+    assert all(0.0 < lag < 60.0 and abs(growth) < 60.0 for growth, lag in joins)
     assert child_processes() == []
 
 
@@ -509,7 +517,8 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
         push, pull = JoinDelay((0.001 * n,), (0.0005,)), JoinDelay((0.002 * n,), (0.0,))
         return calibrate.TrainingJoins(
             push, pull, {1: (0.001 * n,)}, {}, 1.0 / n, n, two_way_share=shares[n],
-            phase_distance=0.1 * n,
+            phase_distance=0.1 * n, lag_s={"push": {1: ((0.004 * n, 0.25),)}},
+            two_way_share_past_start=shares[n] and (1.0, 0.99),
         )  # fmt: skip
 
     monkeypatch.setattr(sgdsim.testbed, "check_available", lambda: None)
@@ -534,6 +543,9 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     for cal in got.values():
         assert cal["method"] == "training capture"
         assert cal["two_way_share"] == {"2": [0.95, 0.9], "3": None, "4": [0.8, 0.7]}
+        # recorded beside it for the study of the phases: each N's own
+        assert cal["two_way_share_past_start"] == {"2": [1.0, 0.99], "3": None, "4": [1.0, 0.99]}
+        assert cal["join_lag_s"]["3"] == {"push": {"1": [[0.012, 0.25]]}, "pull": {}}
         assert set(cal["joins_at"]) == {"2", "3", "4"}
         # the top level stays the largest N's (the store's columns)
         assert (cal["workers"], cal["push_join_delay_s"]) == (4, [0.004])

@@ -717,6 +717,18 @@ def join_calibration(
             str(n): None if j.two_way_share is None else list(j.two_way_share)
             for n, j in sorted(at.items())
         },
+        # recorded for the study of the phases (docs/steady-state.md, "The lag a join leaves")
+        "two_way_share_past_start": {
+            str(n): None if j.two_way_share_past_start is None else list(j.two_way_share_past_start)
+            for n, j in sorted(at.items())
+        },
+        "join_lag_s": {
+            str(n): {
+                name: {str(k): [list(x) for x in g] for k, g in j.lag_s.get(name, {}).items()}
+                for name in ("push", "pull")
+            }
+            for n, j in sorted(at.items())
+        },
     }
     for name in ("push", "pull"):
         row |= {
@@ -796,7 +808,12 @@ def calibrate_push_join_stage(
     their bytes, the part of a join that moves the phases:
     docs/steady-state.md, "The force on the phase") and
     ``"push_join_window_s"`` / ``"pull_join_window_s"`` (each join's overlap
-    with its incumbents, in the order of its lateness). Every other N ≥ 2 of
+    with its incumbents, in the order of its lateness), ``"join_lag_s"``
+    (``{"N": {"push": {"k": [[growth, start lag], …]}, "pull": …}}``: how far
+    each join moved the workers' phases, :func:`sgdsim.testbed.capture.join_lags`)
+    and ``"two_way_share_past_start"`` (``{"N": [pull, push] or null}``: the
+    two-way share without each transfer's first 0.1 s; docs/steady-state.md,
+    "The lag a join leaves"). Every other N ≥ 2 of
     the model's async points on this network is run and captured the
     same way: ``"joins_at"`` (``{"N": {"workers", "draw", "steps_per_s",
     "push_join_delay_s", "push_join_sd_s", "push_join_growth_s", the same for

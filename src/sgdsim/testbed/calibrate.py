@@ -388,6 +388,13 @@ class TrainingJoins:
         phase_distance: how far apart the captured workers stepped over the
             run (:func:`sgdsim.protocol.phase_distance` of their step ends:
             0 in phase, 1/N evenly spread); None when it cannot be told.
+        lag_s: ``{"push": {k: ((growth, start lag),)}, "pull": …}`` each join's
+            lag growth and start lag, seconds
+            (:func:`sgdsim.testbed.capture.join_lags`): how far a join moved
+            the workers' phases, by where in the incumbent's transfer it came.
+            Recorded, not yet used (docs/steady-state.md, "The lag a join leaves").
+        two_way_share_past_start: :attr:`two_way_share` without each transfer's
+            first 0.1 s (``ramp_s``), None as it. Recorded, not yet used.
     """
 
     push: JoinDelay
@@ -403,6 +410,8 @@ class TrainingJoins:
     window_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
     two_way_share: tuple[float, float] | None = None
     phase_distance: float | None = None
+    lag_s: dict[str, dict[int, tuple[tuple[float, float], ...]]] = field(default_factory=dict)
+    two_way_share_past_start: tuple[float, float] | None = None
 
 
 def join_delay_of(
@@ -493,6 +502,7 @@ def training_join_delays(
     """
     from sgdsim.testbed.capture import (
         join_gains,
+        join_lags,
         join_records,
         read_pcap,
         saturated_rate,
@@ -518,7 +528,7 @@ def training_join_delays(
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
-    growth, excess, gains, windows = {}, {}, {}, {}
+    growth, excess, gains, windows, lags = {}, {}, {}, {}, {}
     full = saturated_rate(packets, 1, hosts, pull_bytes / 2)
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
         # a step's main transfer (half its bytes at least); windows of 5 % of it
@@ -526,6 +536,8 @@ def training_join_delays(
         found = join_records(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
         growth[direction] = {k: tuple(late for late, _ in g) for k, g in found.items()}
         windows[direction] = {k: tuple(w for _, w in g) for k, g in found.items()}
+        got_lags = join_lags(packets, 1, hosts, direction, size / 2)
+        lags[direction] = {k: tuple(g) for k, g in got_lags.items()}
         starts = start_excess(packets, 1, hosts, direction, size / 2, rate)
         excess[direction] = {k: tuple(g) for k, g in starts.items()}
         if full is not None:
@@ -547,6 +559,8 @@ def training_join_delays(
         windows,
         two_way_shares(packets, 1, hosts, pull_bytes, push_bytes),
         phase_distance(r.step_end_times, r.window_s),
+        lags,
+        two_way_shares(packets, 1, hosts, pull_bytes, push_bytes, ramp_s=0.1),
     )
 
 

@@ -299,6 +299,52 @@ def join_records(
     return _by_k(joins)
 
 
+def join_lags(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    gap_s: float = 0.02,
+) -> dict[int, list[tuple[float, float]]]:
+    """Each joining transfer's lag growth and start lag, seconds, by how many it joined.
+
+    A join is a worker's transfer in ``direction`` that starts while ``k ≥ 1``
+    other workers' transfers (the incumbents) are on the wire, however
+    briefly they overlap. Its start lag is the mean over the incumbents of
+    ``start_joiner − start_incumbent``; its lag growth the mean of
+    ``(end_joiner − end_incumbent) − (start_joiner − start_incumbent)``,
+    sign included: 0 when the pair's offset came out of the overlap as it
+    went in, ``d`` when the joiner fell ``d`` further behind, negative when
+    it caught up. The growth is what a join does to the workers' phases,
+    and what the simulator's join delay ``d`` does on a work-conserving link
+    (:class:`~sgdsim.simulation.connection.JoinDelay`). The lateness of
+    :func:`join_losses`, which those delays are drawn from, is the joiner's
+    byte deficit over the overlap instead, which a real joiner partly makes
+    up after it: a skeleton pair's pushes through the fair queue were 51 ms
+    late by it and grew their lag by 4 ms (docs/steady-state.md, "The lag a
+    join leaves").
+
+    Args:
+        packets, server, workers, direction, min_bytes, gap_s: as :func:`join_losses`.
+
+    Returns:
+        ``{k: [(lag growth, start lag) of each join of k incumbents, in time order]}``.
+
+    Raises:
+        ValueError: unknown ``direction``.
+    """
+    _, transfers = _transfers(packets, server, workers, direction, min_bytes, gap_s)
+    joins = []
+    for start, end, j in transfers:
+        on_wire = [(a, b) for a, b, w in transfers if w != j and a < start < b]
+        if on_wire:
+            growth = statistics.fmean((end - b) - (start - a) for a, b in on_wire)
+            lag = statistics.fmean(start - a for a, _ in on_wire)
+            joins.append((len(on_wire), start, (growth, lag)))
+    return _by_k(joins)
+
+
 def _by_k(joins: Iterable[tuple[int, float, _V]]) -> dict[int, list[_V]]:
     """``{k: [value, …]}`` of ``(k, start, value)`` joins, each list in start order."""
     out: dict[int, list[tuple[float, _V]]] = {}
@@ -515,6 +561,7 @@ def two_way_shares(
     gap_s: float = 0.02,
     bin_s: float = 0.001,
     min_s: float = 0.2,
+    ramp_s: float = 0.0,
 ) -> tuple[float, float] | None:
     """What each direction of the PS's port carries while the other carries data too,
     as a share of what it carries alone (docs/steady-state.md, "Two-way traffic
@@ -535,20 +582,32 @@ def two_way_shares(
         pull_bytes, push_bytes: bytes a step pulls and pushes (> 0).
         bin_s: bin width, seconds (> 0).
         min_s: least busy time, seconds, each of the four rates needs.
+        ramp_s: seconds after each transfer's start, in either direction, left
+            out of both the beside and the alone bins (≥ 0). A transfer's first
+            tens of ms run below the rate whatever the other direction does
+            (TCP's start), and a pair in phase has most of its two-way bins
+            there: through the fair queue one skeleton run's push share was
+            0.70 while the pair was in phase and 0.88 while it alternated with
+            0, 0.99 in both with 0.1 s (docs/steady-state.md, "The lag a join
+            leaves").
 
     Returns:
         ``(pull_share, push_share)``, each in (0, 1]; None when either
         direction was busy alone or beside the other for less than ``min_s``.
 
     Raises:
-        ValueError: bytes or ``bin_s`` not > 0.
+        ValueError: bytes or ``bin_s`` not > 0, or ``ramp_s`` < 0.
     """
-    if not (pull_bytes > 0 and push_bytes > 0 and bin_s > 0):
-        raise ValueError(f"need bytes and bin_s > 0, got {pull_bytes}, {push_bytes}, {bin_s}")
+    if not (pull_bytes > 0 and push_bytes > 0 and bin_s > 0 and ramp_s >= 0):
+        raise ValueError(
+            f"need bytes and bin_s > 0 and ramp_s >= 0, got {pull_bytes}, {push_bytes}, "
+            f"{bin_s}, {ramp_s}"
+        )
     if len(packets.t) == 0:
         return None
     edges = np.arange(packets.t.min(), packets.t.max() + bin_s, bin_s)
     carried, busy = {}, {}
+    starting = np.zeros(len(edges) - 1, dtype=bool)
     for direction, size in (("pull", pull_bytes), ("push", push_bytes)):
         flows, transfers = _transfers(packets, server, workers, direction, size / 2, gap_s)
         t = np.concatenate([f[0] for f in flows.values()])
@@ -559,11 +618,13 @@ def two_way_shares(
             lo = np.searchsorted(edges, start, side="left")
             hi = np.searchsorted(edges, end, side="right")
             on[lo : max(lo, hi - 1)] = True  # bins wholly inside [start, end]
+            if ramp_s > 0:
+                starting[lo : np.searchsorted(edges, start + ramp_s, side="right")] = True
         busy[direction] = on
-    both = busy["pull"] & busy["push"]
+    both = busy["pull"] & busy["push"] & ~starting
     shares = []
     for direction, other in (("pull", "push"), ("push", "pull")):
-        alone = busy[direction] & ~busy[other]
+        alone = busy[direction] & ~busy[other] & ~starting
         if min(both.sum(), alone.sum()) * bin_s < min_s:
             return None
         got = carried[direction]
