@@ -551,6 +551,29 @@ def test_accuracy_report_splits_a_steady_pair_by_phase(tmp_path):
     assert "by phase" not in out.read_text()
 
 
+def test_accuracy_report_shows_four_workers_splitting_into_groups(tmp_path):
+    # measured: two pairs taking turns (phase 0, spread 0.5); simulated: one group
+    # 0.1 s apart in turn (phase 0.05, spread 0.15 of its 2 s step)
+    ends = [2.0 * k for k in range(-2, 21)]
+    m, p = measured_point(4, 2.0, 1.8)
+    m |= {"protocol": "steady", "window_s": 40.0}
+    m["step_end_times"] = [ends, ends, [t + 1.0 for t in ends], [t + 1.0 for t in ends]]
+    p |= {"protocol": "steady", "window_s": 40.0}
+    p["step_end_times"] = [[t + 0.1 * k for t in ends] for k in range(4)]
+    two = phase_pair()  # a pair has no row here: its phase is its spread
+    db = measured_store(tmp_path, [measured_point(1, 1.0, 1.0), two, (m, p)])
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "## Groups (N ≥ 3)" in text
+    assert "| LeNet5 | n | tf_default | 4 | -10.0 | 0.00 / 0.05 | 0.50 / 0.15 |" in text
+    assert "| LeNet5 | n | tf_default | 2 | +" not in text.split("## Groups")[1]
+    # a store without such points has no such section
+    (tmp_path / "old").mkdir()
+    accuracy_report(measured_store(tmp_path / "old", [two]), out)
+    assert "Groups" not in out.read_text()
+
+
 def test_validation_page_splits_a_steady_pair_by_phase(tmp_path, pages):
     m, p = phase_pair()
     validation = pages(measured_store(tmp_path, [measured_point(1, 1.0, 1.0), (m, p)]))[

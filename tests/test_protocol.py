@@ -166,6 +166,28 @@ def test_phase_distance_of_regimes_by_hand():
     assert phase_distance([[-3.0, -1.0], [-2.0, -0.5]], 40.0) is None  # no step inside
 
 
+def test_phase_spread_tells_one_group_from_groups_that_take_turns_by_hand():
+    from sgdsim.protocol import phase_distance, phase_spread
+
+    step = 2.0
+    ends = [k * step for k in range(-2, 30)]
+    # four in one group, 0.1 s apart in turn: the farthest is 0.3 s, 0.15 of a step
+    group = [[t + 0.1 * k for t in ends] for k in range(4)]
+    assert phase_distance(group, 40.0) == pytest.approx(0.05)
+    assert phase_spread(group, 40.0) == pytest.approx(0.15)
+    # two pairs taking turns: each has a partner at 0 and the other pair half a step away
+    pairs = [ends, ends, [t + 1.0 for t in ends], [t + 1.0 for t in ends]]
+    assert (phase_distance(pairs, 40.0), phase_spread(pairs, 40.0)) == pytest.approx((0.0, 0.5))
+    # evenly spread: the nearest a quarter away, the farthest half a step
+    four = [[t + k * step / 4 for t in ends] for k in range(4)]
+    assert (phase_distance(four, 40.0), phase_spread(four, 40.0)) == pytest.approx((0.25, 0.5))
+    # two workers: the nearest other is the farthest
+    pair = [ends, [t + 0.6 for t in ends]]
+    assert phase_spread(pair, 40.0) == pytest.approx(phase_distance(pair, 40.0))
+    assert phase_spread([ends], 40.0) is None
+    assert phase_spread([[-3.0, -1.0], [-2.0, -0.5]], 40.0) is None  # no step inside
+
+
 def test_phase_distance_counts_only_the_window_and_folds_unequal_steps():
     from sgdsim.protocol import phase_distance
 

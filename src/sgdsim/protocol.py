@@ -409,6 +409,42 @@ def phase_distance(step_ends: Sequence[Sequence[float]], window_s: float) -> flo
     return float(np.median(samples)) if samples else None
 
 
+def phase_spread(step_ends: Sequence[Sequence[float]], window_s: float) -> float | None:
+    """How far the farthest other worker steps from each worker: the median, over
+    every step end inside the window, of the largest over the other workers of
+    the time to that worker's nearest step end, as a fraction of the step
+    (folded into 0 … 0.5).
+
+    Beside :func:`phase_distance` (the nearest other worker) it tells groups
+    apart: N workers in one group have both 0; workers split into groups that
+    take turns at the PS have a distance of 0 and a spread near 0.5; workers
+    evenly spread have a distance of 1/N and a spread of 0.5. With two workers
+    the two are the same. Four simulated GoogLeNet workers behind a deep FIFO
+    moved as one group where the real ones split (docs/steady-state.md, "The
+    captures against their own simulation").
+
+    Args and the None it returns: as :func:`phase_distance`.
+    """
+    ends = [np.asarray(e, dtype=float) for e in step_ends]
+    if len(ends) < 2 or not all(e.size for e in ends):
+        return None
+    samples = []
+    for w, own in enumerate(ends):
+        for prev, t in itertools.pairwise(own):
+            if not 0.0 <= t <= window_s or t <= prev:
+                continue
+            far = 0.0
+            for k, other in enumerate(ends):
+                if k == w:
+                    continue
+                i = int(np.searchsorted(other, t))
+                near = min(abs(other[j] - t) for j in (i - 1, i) if 0 <= j < other.size)
+                x = (near / (t - prev)) % 1.0
+                far = max(far, min(x, 1.0 - x))
+            samples.append(far)
+    return float(np.median(samples)) if samples else None
+
+
 #: Phase bins of :func:`phase_profile`: 0–0.1, 0.1–0.2, … 0.4–0.5.
 PHASE_BINS = 5
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sgdsim.io import atomic_path
-from sgdsim.protocol import PHASE_BINS, phase_profile
+from sgdsim.protocol import PHASE_BINS, phase_distance, phase_profile, phase_spread
 from sgdsim.store import connect_read_only
 
 
@@ -283,7 +283,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
             ).fetchall()
         }
         replays = _replay_section(con)
-        phases = _phase_section(con)
+        phases = _phase_section(con) + _group_section(con)
         captures = _capture_section(con)
         stolen = _steal_lines(con)
     finally:
@@ -634,6 +634,68 @@ def _phase_section(con: Any) -> list[str]:
         "rate if the simulated step met the measured phases (— where the simulation never "
         "stepped at a phase the measurement spent time in; docs/steady-state.md, "
         '"Throughput by phase").',
+    ]
+
+
+def _group_section(con: Any) -> list[str]:
+    """The steady asynchronous points of three or more workers, their phase beside
+    their spread (:func:`sgdsim.protocol.phase_spread`), measured against
+    simulated, as Markdown lines; none without such points or step ends."""
+    if not (
+        _has_column(con, "measurements", "step_end_times")
+        and _has_column(con, "testbed_predictions", "step_end_times")
+    ):
+        return []
+    rows = con.execute(
+        f"""
+        SELECT m.model, m.network, m.policy, m.workers, m.steps_per_s, p.steps_per_s,
+               m.step_end_times, m.window_s, p.step_end_times, p.window_s
+        FROM measurements m
+        JOIN testbed_predictions p
+          ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
+         AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
+        WHERE m.status = 'ok' AND m.workers >= 3 AND m.protocol = 'steady'
+          AND p.protocol = 'steady' AND {_mode(con, "measurements", "m.")} = 'async'
+        ORDER BY m.model, m.bandwidth_bps, m.network, m.policy, m.workers
+        """
+    ).fetchall()
+    table = []
+    for r in rows:
+        if not (r[4] and r[6] and r[7] and r[8] and r[9]):
+            continue
+        got = [
+            f(e, w) for f in (phase_distance, phase_spread) for e, w in ((r[6], r[7]), (r[8], r[9]))
+        ]
+        table.append(
+            (
+                *r[:4],
+                f"{100 * (r[5] - r[4]) / r[4]:+.1f}",
+                f"{_phase_str(got[0])} / {_phase_str(got[1])}",
+                f"{_phase_str(got[2])} / {_phase_str(got[3])}",
+            )
+        )
+    if not table:
+        return []
+    return [
+        "",
+        "## Groups (N ≥ 3)",
+        "",
+        markdown_table(
+            [
+                *_POINT_COLUMNS,
+                "error %",
+                "phase measured / simulated",
+                "spread measured / simulated",
+            ],
+            table,
+        ),
+        "",
+        "Phase: the median time from a worker's step end to the nearest step end of another "
+        "worker; spread: to the farthest of the others' nearest step ends; both as fractions "
+        "of the step (0 … 0.5), over the window. One group: both near 0; groups taking turns "
+        "at the PS: phase near 0, spread near 0.5; evenly spread: 1/N and 0.5. A measured "
+        "spread above the simulated one is real workers splitting where the simulated ones "
+        'move together (docs/steady-state.md, "The captures against their own simulation").',
     ]
 
 
