@@ -237,8 +237,15 @@ def test_a_whole_packet_capture_of_real_training_reads_every_step_of_every_worke
         assert sum(t <= r.steady.window_s for t in ends) - 1 <= seen <= len(ends) + 1
         assert pushed.filter(pl.col("worker") == w).height >= seen - 1
     # each step pulls the same tensors and pushes as many bytes back (gradients of
-    # the trainable variables: all but the global step)
-    assert pulled["bytes"].n_unique() == 1 and pushed["bytes"].n_unique() == 1
+    # the trainable variables: all but the global step); each worker's last step in
+    # the capture may be cut inside its last tensor when the capture stops (once 1 of
+    # 283 pulled steps, in CI-like runs)
+    whole = pl.col("step_id") < pl.col("step_id").max().over("worker")
+    pulled, pushed = pulled.filter(whole), pushed.filter(whole)
+    assert pulled["bytes"].n_unique() == 1 and pushed["bytes"].n_unique() == 1, (
+        pulled["bytes"].value_counts(),
+        pushed["bytes"].value_counts(),
+    )
     assert pushed["bytes"][0] == pytest.approx(pulled["bytes"][0], rel=0.01)
     assert child_processes() == []
 
