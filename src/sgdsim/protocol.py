@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -376,14 +376,25 @@ def _step_phases(
         others = np.sort(np.concatenate([e for k, e in enumerate(ends) if k != w]))
         if not others.size:
             return []
-        for prev, t in itertools.pairwise(own):
-            if not 0.0 <= t <= window_s or t <= prev:
-                continue
-            i = int(np.searchsorted(others, t))
-            near = min(abs(others[j] - t) for j in (i - 1, i) if 0 <= j < others.size)
-            x = (near / (t - prev)) % 1.0
-            out.append((min(x, 1.0 - x), float(t - prev)))
+        for prev, t in _window_steps(own, window_s):
+            out.append((_folded_gap(others, t, t - prev), float(t - prev)))
     return out
+
+
+def _window_steps(own: np.ndarray, window_s: float) -> Iterator[tuple[float, float]]:
+    """(previous end, end) of each of a worker's steps that ends inside the window."""
+    for prev, t in itertools.pairwise(own):
+        if 0.0 <= t <= window_s and t > prev:
+            yield prev, t
+
+
+def _folded_gap(others: np.ndarray, t: float, step: float) -> float:
+    """Time from ``t`` to the nearest of the sorted, non-empty ``others``, as a
+    fraction of ``step`` folded into 0 … 0.5."""
+    i = int(np.searchsorted(others, t))
+    near = min(abs(others[j] - t) for j in (i - 1, i) if 0 <= j < others.size)
+    x = (near / step) % 1.0
+    return min(x, 1.0 - x)
 
 
 def phase_distance(step_ends: Sequence[Sequence[float]], window_s: float) -> float | None:
@@ -428,20 +439,11 @@ def phase_spread(step_ends: Sequence[Sequence[float]], window_s: float) -> float
     ends = [np.asarray(e, dtype=float) for e in step_ends]
     if len(ends) < 2 or not all(e.size for e in ends):
         return None
-    samples = []
-    for w, own in enumerate(ends):
-        for prev, t in itertools.pairwise(own):
-            if not 0.0 <= t <= window_s or t <= prev:
-                continue
-            far = 0.0
-            for k, other in enumerate(ends):
-                if k == w:
-                    continue
-                i = int(np.searchsorted(other, t))
-                near = min(abs(other[j] - t) for j in (i - 1, i) if 0 <= j < other.size)
-                x = (near / (t - prev)) % 1.0
-                far = max(far, min(x, 1.0 - x))
-            samples.append(far)
+    samples = [
+        max(_folded_gap(other, t, t - prev) for k, other in enumerate(ends) if k != w)
+        for w, own in enumerate(ends)
+        for prev, t in _window_steps(own, window_s)
+    ]
     return float(np.median(samples)) if samples else None
 
 

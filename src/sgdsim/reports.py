@@ -522,6 +522,13 @@ class PhaseSplit:
         return sum(s * (x or 0.0) for s, x in pairs)
 
 
+#: Each measurement beside its testbed prediction (SQL FROM clause, aliases m and p).
+_STEADY_PAIRS = """FROM measurements m
+        JOIN testbed_predictions p
+          ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
+         AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers"""
+
+
 def phase_splits(con: Any, model: str | None = None) -> list[PhaseSplit]:
     """The steady asynchronous pairs (N = 2) of a store split by phase
     (:func:`sgdsim.protocol.phase_profile`), ordered by model, bandwidth, network
@@ -543,10 +550,7 @@ def phase_splits(con: Any, model: str | None = None) -> list[PhaseSplit]:
         f"""
         SELECT m.model, m.network, m.policy, m.workers, m.step_end_times, m.window_s,
                {launches}, p.step_end_times, p.window_s, {by_phase}
-        FROM measurements m
-        JOIN testbed_predictions p
-          ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
-         AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
+        {_STEADY_PAIRS}
         WHERE m.status = 'ok' AND m.workers = 2 AND m.protocol = 'steady'
           AND p.protocol = 'steady' AND {_mode(con, "measurements", "m.")} = 'async'
           AND (? IS NULL OR m.model = ?)
@@ -650,10 +654,7 @@ def _group_section(con: Any) -> list[str]:
         f"""
         SELECT m.model, m.network, m.policy, m.workers, m.steps_per_s, p.steps_per_s,
                m.step_end_times, m.window_s, p.step_end_times, p.window_s
-        FROM measurements m
-        JOIN testbed_predictions p
-          ON p.model = m.model AND p.hardware = m.hardware AND p.network = m.network
-         AND p.mode = m.mode AND p.policy = m.policy AND p.workers = m.workers
+        {_STEADY_PAIRS}
         WHERE m.status = 'ok' AND m.workers >= 3 AND m.protocol = 'steady'
           AND p.protocol = 'steady' AND {_mode(con, "measurements", "m.")} = 'async'
         ORDER BY m.model, m.bandwidth_bps, m.network, m.policy, m.workers

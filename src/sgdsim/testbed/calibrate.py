@@ -536,8 +536,9 @@ def training_join_delays(
         found = join_records(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
         growth[direction] = {k: tuple(late for late, _ in g) for k, g in found.items()}
         windows[direction] = {k: tuple(w for _, w in g) for k, g in found.items()}
-        got_lags = join_lags(packets, 1, hosts, direction, size / 2)
-        lags[direction] = {k: tuple(g) for k, g in got_lags.items()}
+        lags[direction] = {
+            k: tuple(g) for k, g in join_lags(packets, 1, hosts, direction, size / 2).items()
+        }
         starts = start_excess(packets, 1, hosts, direction, size / 2, rate)
         excess[direction] = {k: tuple(g) for k, g in starts.items()}
         if full is not None:
