@@ -615,3 +615,40 @@ def test_accuracy_report_warns_of_points_with_an_input_taken_under_cpu_steal(tmp
     (tmp_path / "quiet").mkdir()
     accuracy_report(measured_store(tmp_path / "quiet", [one]), out)
     assert "hypervisor stole" not in out.read_text()
+
+
+def test_validation_view_and_report_weigh_each_error_against_the_measurements_interval(tmp_path):
+    # N = 1: 10 (± 0.1, rule met) against 11: 10 % off, 9 % beyond the interval;
+    # N = 2: 20 (± 3, cut at max_s) against 18: 10 % off, inside the interval;
+    # N = 3: 30 (± 1.5, cut) against 24: 20 % off, (6 − 1.5) / 30 = 15 % beyond
+    pts = []
+    for n, meas, pred, converged, half in (
+        (1, 10.0, 11.0, True, 0.1),
+        (2, 20.0, 18.0, False, 3.0),
+        (3, 30.0, 24.0, False, 1.5),
+    ):
+        m, p = measured_point(n, meas, pred)
+        m |= {"protocol": "steady", "converged": converged, "steps_per_s_half_width": half}
+        pts.append((m, p))
+    db = measured_store(tmp_path, pts)
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute(
+            "SELECT workers, measured_converged, round(ape_beyond_interval_pct, 9) "
+            "FROM validation ORDER BY workers"
+        ).fetchall()
+    assert got == [(1, True, 9.0), (2, False, 0.0), (3, False, 15.0)]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "met before `steady.max_s`: 1 point, MAPE 10.0 %, max error 10.0 %" in text
+    assert (
+        "cut at `steady.max_s` before it held: 2 points, MAPE 15.0 %, max error 20.0 % "
+        "(their intervals ± 5.0–15.0 %, median 10.0 %)"
+    ) in text
+    assert "(`ape_beyond_interval_pct`): MAPE 8.0 %, max 15.0 %" in text
+    assert "| ± 1.0 % | 11.000 |" in text
+    assert "| ± 15.0 % cut |" in text and "| ± 5.0 % cut |" in text
+    # episode points have no interval: no column, no line
+    (tmp_path / "episodes").mkdir()
+    accuracy_report(measured_store(tmp_path / "episodes"), out)
+    assert "interval" not in out.read_text()

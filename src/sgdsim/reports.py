@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,8 +149,9 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     predicted steps/s, error and absolute error %, hardware, loopback, CPU busy and
     stolen, the mode (:data:`_MODE`), then the measured and predicted phase distance
     (:data:`_PHASE`), the prediction's spread over start phases (:data:`_SPREAD`)
-    and each launch's measured steps/s (:data:`_LAUNCHES`), each NULL in stores
-    written before it was recorded."""
+    and each launch's measured steps/s (:data:`_LAUNCHES`), then whether the steady
+    rule held and its interval's half-width (:data:`_CONVERGED`), each NULL in
+    stores written before it was recorded (and the last two for episodes)."""
     phase = (
         "measured_phase_distance, predicted_phase_distance"
         if _has_column(con, "validation", "measured_phase_distance")
@@ -157,12 +159,14 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     )
     spread = _column_or_null(con, "validation", "predicted_steps_per_s_std", "DOUBLE")
     launches = _column_or_null(con, "validation", "measured_run_steps_per_s", "DOUBLE[]")
+    converged = _column_or_null(con, "validation", "measured_converged", "BOOLEAN")
+    half = _column_or_null(con, "validation", "measured_steps_per_s_half_width", "DOUBLE")
     return con.execute(
         f"""
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
                hardware, loopback, cpu_busy, cpu_steal, {_mode(con, "validation")} AS mode,
-               {phase}, {spread}, {launches}
+               {phase}, {spread}, {launches}, {converged}, {half}
         FROM validation ORDER BY mode, model, bandwidth_bps, network, policy, workers
         """
     ).fetchall()
@@ -179,6 +183,9 @@ _SPREAD = 16
 #: Index of the list of each launch's measured steps/s in a row of
 #: :func:`_validation_rows` (NULL or one value: the point was launched once).
 _LAUNCHES = 17
+#: Index of whether a steady measurement met its rule in a row of
+#: :func:`_validation_rows` (its interval's half-width, steps/s, follows).
+_CONVERGED = 18
 
 #: The columns that name a measured point in the report's tables.
 _POINT_COLUMNS = ("model", "network", "policy", "N")
@@ -220,6 +227,55 @@ def _launch_line(points: Sequence[Sequence[Any]]) -> list[str]:
         f"Within {SPREAD_SDS:g} standard deviations of the prediction's spread over start "
         f"phases (one launch of the job; for the mean of k launches, over √k; "
         f"docs/steady-state.md): {inside} of the {len(spread)} points that have one.",
+        "",
+    ]
+
+
+def _interval_cell(row: Sequence[Any]) -> str:
+    """A steady measurement's interval as ``± x.x %`` of its rate, ``cut`` where
+    ``steady.max_s`` ended the window before the rule held; — for episodes."""
+    if row[_CONVERGED] is None or row[_CONVERGED + 1] is None:
+        return "—"
+    cell = f"± {100 * row[_CONVERGED + 1] / row[4]:.1f} %"
+    return cell if row[_CONVERGED] else f"{cell} cut"
+
+
+def _interval_lines(points: Sequence[Sequence[Any]]) -> list[str]:
+    """The steady points split by whether their measurement met the rule (count,
+    MAPE and max error of each part, the cut ones' interval half-widths), and the
+    error beyond each measurement's own interval (view ``validation``,
+    ``ape_beyond_interval_pct``). A cut measurement is itself uncertain by its
+    half-width, so its error says less about the prediction."""
+    steady = [r for r in points if r[_CONVERGED] is not None and r[_CONVERGED + 1] is not None]
+    if not steady:
+        return []
+
+    def errors(rows: Sequence[Sequence[Any]]) -> str:
+        ape = [r[8] for r in rows]
+        mape, worst = statistics.fmean(ape), max(ape)
+        s = "" if len(rows) == 1 else "s"
+        return f"{len(rows)} point{s}, MAPE {mape:.1f} %, max error {worst:.1f} %"
+
+    met = [r for r in steady if r[_CONVERGED]]
+    cut = [r for r in steady if not r[_CONVERGED]]
+    parts = []
+    if met:
+        parts.append(f"met before `steady.max_s`: {errors(met)}")
+    if cut:
+        widths = [100 * r[_CONVERGED + 1] / r[4] for r in cut]
+        parts.append(
+            f"cut at `steady.max_s` before it held: {errors(cut)} (their intervals "
+            f"± {min(widths):.1f}–{max(widths):.1f} %, median {statistics.median(widths):.1f} %)"
+        )
+    beyond = [100 * max(abs(r[6] - r[4]) - r[_CONVERGED + 1], 0.0) / r[4] for r in steady]
+    return [
+        "The steady rule (`steady.min_steps` steps per worker and the measured rate's "
+        "batch-means interval within `steady.rel_half_width`): "
+        + "; ".join(parts)
+        + ". The error beyond each "
+        f"measurement's own interval (`ape_beyond_interval_pct`): MAPE "
+        f"{statistics.fmean(beyond):.1f} %, max {max(beyond):.1f} % "
+        '(docs/steady-state.md, "The rule").',
         "",
     ]
 
@@ -291,6 +347,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
     modes = {r[_MODE] for r in points} | {r[0] for r in skipped}
     phased = any(r[_PHASE] is not None or r[_PHASE + 1] is not None for r in points)
     spread = any(r[_SPREAD] for r in points)
+    steady = any(r[_CONVERGED] is not None for r in points)
     relaunched = any(_launch_count(r) > 1 for r in points)
     several = len(modes) > 1
     by = ["mode"] if several else []
@@ -340,6 +397,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                 f"max error {x:.1f} % (with the capture: {a_cap:.1f} %, {x_cap:.1f} %).",
                 "",
             ]
+        text += _interval_lines(points)
         text += _launch_line(points)
         if several:
             text += [
@@ -395,6 +453,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     *_POINT_COLUMNS,
                     "measured steps/s",
                     "± std",
+                    *(["interval"] if steady else []),
                     *(["launches: lowest–highest"] if relaunched else []),
                     "predicted steps/s",
                     *(["± over starts"] if spread else []),
@@ -407,6 +466,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                         *keep((r[_MODE], *r[:4])),
                         r[4],
                         r[5],
+                        *([_interval_cell(r)] if steady else []),
                         *([_launches_cell(r[_LAUNCHES])] if relaunched else []),
                         r[6],
                         *([_spread_cell(r[_SPREAD])] if spread else []),
@@ -430,6 +490,18 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "",
                 ]
                 if phased
+                else []
+            ),
+            *(
+                [
+                    "Interval (steady): the half-width of the measured rate's batch-means "
+                    "confidence interval (`steady.confidence`), as a share of the rate; cut: "
+                    "the window reached `steady.max_s` before it was within "
+                    "`steady.rel_half_width`. Of a point launched several times, the first "
+                    "launch's.",
+                    "",
+                ]
+                if steady
                 else []
             ),
             *(

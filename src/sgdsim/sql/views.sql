@@ -55,6 +55,14 @@ SELECT
     -- each launch's steps/s where a point was launched several times (runs > 1;
     -- measured_steps_per_s is their mean); NULL or one value: one launch
     m.run_steps_per_s AS measured_run_steps_per_s,
+    -- steady: whether the measured rate met the rule (its batch-means interval
+    -- within steady.rel_half_width) before steady.max_s cut the window, the
+    -- interval's half-width (steps/s; the first launch's), and the error beyond
+    -- that interval: what of ape_pct the measurement's own uncertainty cannot explain
+    m.converged AS measured_converged,
+    m.steps_per_s_half_width AS measured_steps_per_s_half_width,
+    100 * greatest(abs(p.steps_per_s - m.steps_per_s) - m.steps_per_s_half_width, 0)
+        / m.steps_per_s AS ape_beyond_interval_pct,
     -- steady async, N > 1: the prediction replayed from the measured workers'
     -- phases after warm-up (a diagnostic that reads the measurement): error_pct
     -- without the launch's part (the step model and the phases' later moves)
