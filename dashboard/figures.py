@@ -646,9 +646,11 @@ def timeline_figure(
 
 def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
     """Measured and predicted steps/s against workers for one model: per network,
-    SGD mode and policy, the measurements as markers with their standard deviation over episodes
-    and the prediction as a dashed line of the same colour; where a point was launched
-    several times (``measured_run_steps_per_s``), each launch as a small open marker;
+    SGD mode and policy, the measurements as markers with a bar of their own uncertainty (a
+    steady point's batch-means interval, its half-width in steps/s; else the standard deviation
+    over episodes or batches) and the prediction as a dashed line of the same colour; where a
+    point was launched several times (``measured_run_steps_per_s``), each launch as a small
+    open marker;
     where a steady point was replayed from its measured phases
     (``replayed_steps_per_s``, a diagnostic), the replay as a cross.
 
@@ -656,7 +658,8 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
         df: rows of the ``validation`` view for one model (columns network,
             bandwidth_bps, mode (``async`` when absent), policy, workers, measured_steps_per_s,
             measured_steps_per_s_std, predicted_steps_per_s; optional
-            measured_run_steps_per_s, replayed_steps_per_s).
+            measured_run_steps_per_s, replayed_steps_per_s, measured_steps_per_s_half_width,
+            measured_converged).
         model: model name, for the title.
     """
     fig = go.Figure()
@@ -674,16 +677,33 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
         color = PALETTE[i % len(PALETTE)]
         label = f"{network} · {mode} · {policy}"
         errors = d["ape_pct"].to_list() if "ape_pct" in d.columns else [None] * d.height
+        half = (
+            d["measured_steps_per_s_half_width"]
+            if "measured_steps_per_s_half_width" in d.columns
+            else pl.Series([None] * d.height, dtype=pl.Float64)
+        )
+        cut = (
+            d["measured_converged"].to_list()
+            if "measured_converged" in d.columns
+            else [None] * d.height
+        )
+        bars = pl.select(pl.coalesce(half, d["measured_steps_per_s_std"], pl.lit(0.0))).to_series()
+        notes = [
+            ""
+            if h is None
+            else f"<br>± {h:.3g} (batch-means interval{'' if c else ', cut at max_s'})"
+            for h, c in zip(half.to_list(), cut, strict=True)
+        ]
         fig.add_trace(
             go.Scatter(
                 x=d["workers"].to_list(),
                 y=d["measured_steps_per_s"].to_list(),
-                error_y={"array": d["measured_steps_per_s_std"].fill_null(0).to_list()},
+                error_y={"array": bars.to_list()},
                 mode="markers",
                 marker={"color": color, "size": 9},
                 name=f"{label} measured",
-                customdata=[[finite(e)] for e in errors],
-                hovertemplate="N=%{x}<br>measured %{y:.3g} steps/s"
+                customdata=[[finite(e), n] for e, n in zip(errors, notes, strict=True)],
+                hovertemplate="N=%{x}<br>measured %{y:.3g} steps/s%{customdata[1]}"
                 + "<br>|error| %{customdata[0]:.1f} %"
                 + f"<extra>{label}</extra>",
             )

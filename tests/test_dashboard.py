@@ -295,6 +295,17 @@ def test_validation_figure_pairs_measured_markers_with_predicted_lines():
     assert replayed[2].marker.symbol == "x-thin" and len(replayed) == 7
     assert list(measured.x) == [1, 2] and list(measured.y) == [1.0, 1.8]
     assert list(measured.error_y.array) == [0.05, 0.0]  # a missing std draws no bar
+    # a steady point's bar is its batch-means interval, and its hover says if max_s cut it
+    steady = df.with_columns(
+        measured_steps_per_s_half_width=pl.Series([None, 0.3, 0.01, None]),
+        measured_converged=pl.Series([None, False, True, None]),
+    )
+    point = validation_figure(steady, "M").data[0]
+    assert list(point.error_y.array) == [0.01, 0.3]
+    assert [c[1] for c in point.customdata] == [
+        "<br>± 0.01 (batch-means interval)",
+        "<br>± 0.3 (batch-means interval, cut at max_s)",
+    ]
     assert list(predicted.y) == [1.1, 1.7]
     assert measured.marker.color == predicted.line.color
 

@@ -306,7 +306,8 @@ def test_validation_page_selects_the_mode(tmp_path, pages):
     assert query == "?model=LeNet5&mode=allreduce"
     assert phases == []  # no steady pair
     row = [c.children for c in table.children[1].children]
-    assert row == ["n", "tf_default", 1, "5.0", "5.0", "—"]  # no profile-only prediction
+    # no profile-only prediction, no measured interval
+    assert row == ["n", "tf_default", 1, "5.0", "5.0", "—", "—"]
     assert validation.rows("LeNet5", "async")["workers"].to_list() == [1, 2]
 
 
@@ -400,7 +401,7 @@ def test_validation_view_and_report_set_the_profile_only_prediction_beside_the_c
     assert "MAPE 17.5 %, max error 25.0 % (with the capture: 10.0 %, 10.0 %)." in out.read_text()
     # and the validation page's table beside the network's MAPE
     _, table, _, _ = pages(db)["validation"].update_validation("LeNet5", "async")
-    assert [c.children for c in table.children[1].children][-1] == "17.5 / 25.0"
+    assert [c.children for c in table.children[1].children][-2] == "17.5 / 25.0"
     # a store without such points says nothing of it
     (tmp_path / "old").mkdir()
     accuracy_report(measured_store(tmp_path / "old"), out)
@@ -617,7 +618,9 @@ def test_accuracy_report_warns_of_points_with_an_input_taken_under_cpu_steal(tmp
     assert "hypervisor stole" not in out.read_text()
 
 
-def test_validation_view_and_report_weigh_each_error_against_the_measurements_interval(tmp_path):
+def test_validation_view_report_and_page_weigh_each_error_against_the_measurements_interval(
+    tmp_path, pages
+):
     # N = 1: 10 (± 0.1, rule met) against 11: 10 % off, 9 % beyond the interval;
     # N = 2: 20 (± 3, cut at max_s) against 18: 10 % off, inside the interval;
     # N = 3: 30 (± 1.5, cut) against 24: 20 % off, (6 − 1.5) / 30 = 15 % beyond
@@ -648,7 +651,14 @@ def test_validation_view_and_report_weigh_each_error_against_the_measurements_in
     assert "(`ape_beyond_interval_pct`): MAPE 8.0 %, max 15.0 %" in text
     assert "| ± 1.0 % | 11.000 |" in text
     assert "| ± 15.0 % cut |" in text and "| ± 5.0 % cut |" in text
-    # episode points have no interval: no column, no line
+    # the validation page's table: the same beside the network's MAPE
+    _, table, _, _ = pages(db)["validation"].update_validation("LeNet5", "async")
+    assert [c.children for c in table.children[1].children][-1] == "8.0 / 15.0"
+    # episode points have no interval: no error beyond it, no column, no line
     (tmp_path / "episodes").mkdir()
-    accuracy_report(measured_store(tmp_path / "episodes"), out)
+    episodes = measured_store(tmp_path / "episodes")
+    with duckdb.connect(str(episodes), read_only=True) as con:
+        got = con.execute("SELECT ape_beyond_interval_pct FROM validation").fetchall()
+    assert got == [(None,), (None,)]
+    accuracy_report(episodes, out)
     assert "interval" not in out.read_text()

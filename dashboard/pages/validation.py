@@ -153,17 +153,25 @@ def update_validation(model: str | None, mode: str | None = "async") -> Any:
     """The model's measured-vs-predicted figure in one mode, its MAPE / max error table,
     the page's URL query and the pairs' split by phase (:func:`phase_section`)."""
     df = rows(model, mode)
+    # stores written before the measured interval was recorded have no such column
+    beyond = (
+        "avg(ape_beyond_interval_pct), max(ape_beyond_interval_pct)"
+        if has_column("validation", "ape_beyond_interval_pct")
+        else "NULL::DOUBLE, NULL::DOUBLE"
+    )
     summary = fetch(
         "SELECT network, policy, count(*) AS points, avg(ape_pct) AS mape_pct, "
         "max(ape_pct) AS max_ape_pct, avg(profile_only_ape_pct) AS profile_only_mape, "
-        "max(profile_only_ape_pct) AS profile_only_max "
+        f"max(profile_only_ape_pct) AS profile_only_max, {beyond} "
         f"FROM validation WHERE model = ? AND {_mode_sql()} = ? "
         "GROUP BY network, policy ORDER BY network, policy",
         [model or "", mode or ""],
     )
     # the points predicted with a capture of the model training at N, predicted
     # again from the profile alone (docs/validation.md, "From the profile alone")
+    # and the error beyond each steady measurement's own batch-means interval
     head = ["network", "policy", "points", "MAPE %", "max error %", "from the profile alone"]
+    head.append("beyond the measured interval")
 
     def alone(m: float | None, x: float | None) -> str:
         return "—" if m is None or x is None else f"{m:.1f} / {x:.1f}"
@@ -175,9 +183,10 @@ def update_validation(model: str | None, mode: str | None = "async") -> Any:
                 [
                     *(html.Td(v) for v in (net, pol, n, f"{m:.1f}", f"{x:.1f}")),
                     html.Td(alone(am, ax), title="MAPE / max error %, N > 1"),
+                    html.Td(alone(bm, bx), title="MAPE / max error % less the interval"),
                 ]
             )
-            for net, pol, n, m, x, am, ax in summary.iter_rows()
+            for net, pol, n, m, x, am, ax, bm, bx in summary.iter_rows()
         ],
         id="validation-table",
         className="data",

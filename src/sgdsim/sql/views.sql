@@ -61,8 +61,10 @@ SELECT
     -- that interval: what of ape_pct the measurement's own uncertainty cannot explain
     m.converged AS measured_converged,
     m.steps_per_s_half_width AS measured_steps_per_s_half_width,
-    100 * greatest(abs(p.steps_per_s - m.steps_per_s) - m.steps_per_s_half_width, 0)
-        / m.steps_per_s AS ape_beyond_interval_pct,
+    -- (greatest skips a NULL: no interval must stay NULL, not 0)
+    CASE WHEN m.steps_per_s_half_width IS NOT NULL THEN
+        100 * greatest(abs(p.steps_per_s - m.steps_per_s) - m.steps_per_s_half_width, 0)
+        / m.steps_per_s END AS ape_beyond_interval_pct,
     -- steady async, N > 1: the prediction replayed from the measured workers'
     -- phases after warm-up (a diagnostic that reads the measurement): error_pct
     -- without the launch's part (the step model and the phases' later moves)
