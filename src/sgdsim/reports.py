@@ -16,9 +16,11 @@ from sgdsim.store import connect_read_only
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A GitHub-flavoured Markdown table; floats with 3 decimals."""
+    """A GitHub-flavoured Markdown table; floats with 3 decimals, — for a missing value."""
 
     def cell(x: Any) -> str:
+        if x is None:
+            return "—"
         return f"{x:.3f}" if isinstance(x, float) else str(x)
 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
