@@ -255,6 +255,47 @@ def test_join_delays_count_every_join_and_fill_a_k_without_any_from_the_nearest(
     assert join_delay_of({2: ones}, workers=3, signed=True).joins_s == (tuple(ones),) * 2
 
 
+def test_captures_of_one_n_pool_their_joins_in_order_and_average_their_rates():
+    from sgdsim.testbed.calibrate import TrainingJoins, join_delay_of, pool_joins
+
+    def capture(push, rate, share, boundary, lag):
+        delay = join_delay_of(push, 3)
+        return TrainingJoins(
+            delay, delay, push, {1: (0.005,)}, rate, 3, boundary_s=boundary,
+            two_way_share=share, phase_distance=rate / 10, lag_s={"push": {1: lag}},
+            window_s={"push": {k: (0.1,) * len(v) for k, v in push.items()}},
+        )  # fmt: skip
+
+    a = capture({1: (0.01, 0.03)}, 1.0, (0.9, 0.8), 0.002, ((0.004, 0.1),))
+    b = capture({1: (0.05,), 2: (0.2,)}, 2.0, None, None, ((-0.002, 0.3),))
+    c = capture({2: (-0.1,)}, 3.0, (0.7, 0.6), 0.006, ())
+    got = pool_joins([a, b, c])
+    # every join of every capture, per k in the captures' order; the delays drawn again
+    assert got.push_growth_s == {1: (0.01, 0.03, 0.05), 2: (0.2, -0.1)}
+    assert got.pull_growth_s == {1: (0.005,) * 3}
+    assert got.push.mean_s == pytest.approx((0.03, 0.05))  # k = 2: 0.05, not clipped
+    assert got.push.sd_s == pytest.approx((np.std([0.01, 0.03, 0.05]), 0.15))
+    assert got.window_s == {"push": {1: (0.1,) * 3, 2: (0.1,) * 2}}
+    assert got.lag_s == {"push": {1: ((0.004, 0.1), (-0.002, 0.3))}}
+    # rates, shares and phases averaged over the captures that have them
+    assert (got.steps_per_s, got.workers) == (pytest.approx(2.0), 3)
+    assert got.two_way_share == pytest.approx((0.8, 0.7))
+    assert got.phase_distance == pytest.approx(0.2)
+    assert got.boundary_s == pytest.approx(0.004)
+    assert got.saturated_Bps is None and got.two_way_share_past_start is None
+    # a FIFO's pooled joins are drawn themselves, sign included
+    assert pool_joins([a, b, c], signed=True).push.joins_s == (
+        (0.01, 0.03, 0.05),
+        (0.2, -0.1),
+    )
+    assert pool_joins([a]).push_growth_s == a.push_growth_s
+    with pytest.raises(ValueError, match="at least one"):
+        pool_joins([])
+    two = TrainingJoins(a.push, a.pull, {}, {}, 1.0, 2)
+    with pytest.raises(ValueError, match=r"different numbers of workers: \[2, 3\]"):
+        pool_joins([a, two])
+
+
 def two_way(start_s: float = 0.0) -> Packets:
     """One packet per ms (times mid-bin): a pull (PS .1 to worker .2) alone from 0 to
     0.5 s at 1000 B/ms, beside a push (worker .3 to the PS) from 0.5 to 1 s at 800 B/ms

@@ -471,12 +471,17 @@ def test_calibrate_joins_captures_a_users_network_and_predict_reads_it(
     normalize_profile(lenet_profile, tmp_path / "tables", workload)
     args = ["--workload", str(workload), "-b", "1e8", "--queue", "fifo", "--mtu", "1500"]
     r = sgdsim("calibrate-joins", *args, "--buffer-bytes", "62500", "-n", "2",
-               "--capture-s", "4", "--out", str(out))  # fmt: skip
+               "--capture-s", "4", "--runs", "2", "--out", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(out.read_text())
-    # two skeleton workers ran through that FIFO; the file says which network it was
-    assert (got["status"], got["method"]) == ("ok", "skeleton capture")
+    # two skeleton workers ran through that FIFO, launched twice and their
+    # captures pooled; the file says which network it was
+    assert (got["status"], got["method"], got["capture_runs"]) == ("ok", "skeleton capture", 2)
     assert list(got["joins_at"]) == ["2"]
+    launches = got["joins_at"]["2"]["run_steps_per_s"]
+    assert len(launches) == 2 and min(launches) > 0
+    assert got["joins_at"]["2"]["steps_per_s"] == pytest.approx(sum(launches) / 2)
+    assert "capture 2 of 2" in r.stderr
     assert got["network"] == {
         "bandwidth_bps": 1e8, "queue": "fifo", "buffer_bytes": 62500, "mtu": 1500,
         "congestion_control": None,
@@ -641,6 +646,17 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     config["validation"]["join_capture_workers"] = [5]
     calibrate_push_join_stage(config, str(workload), str(two), "fifo", "cpu", "LeNet5")
     assert trained == [4]
+    # validation.join_capture_runs launches and captures each N that many times
+    # and pools their joins; each capture's rate is kept beside the pooled one
+    trained.clear()
+    config["validation"] |= {"join_capture_workers": [2, 4], "join_capture_runs": 2}
+    calibrate_push_join_stage(config, str(workload), str(two), "fifo", "cpu", "LeNet5")
+    assert trained == [4, 4, 2, 2]
+    pooled = json.loads(two.read_text())
+    assert pooled["capture_runs"] == 2
+    assert pooled["joins_at"]["2"]["run_steps_per_s"] == [0.5, 0.5]
+    assert pooled["joins_at"]["4"]["push_join_growth_s"] == {"1": [0.004, 0.004]}
+    assert pooled["join_lag_s"]["4"]["push"] == {"1": [[0.016, 0.25]] * 2}
 
 
 @pytest.mark.slow

@@ -296,6 +296,13 @@ _WORKLOAD_OPTION = click.option(
     help="Seconds each run is captured after its warm-up.",
 )
 @click.option(
+    "--runs",
+    type=click.IntRange(1, 10),
+    default=1,
+    show_default=True,
+    help="Captures pooled at each N (each one launch of wandering phases).",
+)
+@click.option(
     "--threads",
     type=click.IntRange(1, 256),
     default=2,
@@ -317,6 +324,7 @@ def calibrate_joins(
     congestion_control: str | None,
     workers: tuple[int, ...],
     capture_s: float,
+    runs: int,
     threads: int,
     out: str,
 ) -> None:
@@ -358,7 +366,7 @@ def calibrate_joins(
     )
     row = join_calibration(
         spec, workload_path, bandwidth_bps, link, sorted(set(workers)), capture_s,
-        label=f"{bandwidth_bps:g} bit/s {queue}",
+        label=f"{bandwidth_bps:g} bit/s {queue}", runs=runs,
     )  # fmt: skip
     network = {
         "bandwidth_bps": bandwidth_bps,

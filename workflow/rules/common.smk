@@ -138,6 +138,11 @@ def measure_runtime(wildcards):
     return 20 * RUNS.get(_point_key(wildcards), 1)
 
 
+def join_runtime(wildcards):
+    """Wall-time limit (minutes) of a join calibration: 20 per pooled capture of each N."""
+    return 20 * int(config["validation"]["join_capture_runs"])
+
+
 def push_join_file(wildcards):
     """The model's push join delay on the point's network (async points only: the
     synchronous modes have no worker that joins another's push)."""

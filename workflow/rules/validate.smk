@@ -48,7 +48,7 @@ rule calibrate_push_join:
     threads: node_cores  # alone on the node: the workers' timing is what it measures
     resources:
         mem_mb=2000,
-        runtime=20,  # one capture per N
+        runtime=join_runtime,
     script:
         "../scripts/calibrate_push_join.py"
 

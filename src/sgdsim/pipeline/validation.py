@@ -646,6 +646,7 @@ def join_calibration(
     *,
     method: str = "skeleton",
     label: str = "",
+    runs: int = 1,
 ) -> dict[str, Any]:
     """Capture one model's joins on one emulated network at each N of ``workers``.
 
@@ -654,7 +655,10 @@ def join_calibration(
     :mod:`sgdsim.testbed.skeleton`) or train the model (``training``) on the
     testbed, phases left to themselves, for ``capture_s`` seconds after
     their warm-up, while the PS's port is captured
-    (:func:`sgdsim.testbed.calibrate.training_join_delays`). Progress and
+    (:func:`sgdsim.testbed.calibrate.training_join_delays`); with ``runs``
+    > 1 each N is launched and captured that many times and the captures'
+    joins pooled (:func:`sgdsim.testbed.calibrate.pool_joins`; each one's
+    steps/s in its ``joins_at`` row's ``run_steps_per_s``). Progress and
     each N's joins go to stderr, prefixed ``[calibrate] label:``.
 
     Args:
@@ -666,6 +670,7 @@ def join_calibration(
         capture_s: seconds of window of each capture (> 0).
         method: ``skeleton`` or ``training`` (:data:`METHODS`).
         label: the network's name in the log lines.
+        runs: captures pooled at each N (>= 1).
 
     Returns:
         The JSON fields :func:`calibrate_push_join_stage` documents (from
@@ -675,13 +680,15 @@ def join_calibration(
         MeasurementError, TestbedUnavailable: as
             :func:`~sgdsim.testbed.run_steady_measurement`.
         FileNotFoundError: ``tcpdump`` is not installed.
-        ValueError: ``method`` unknown.
+        ValueError: ``method`` unknown, ``runs`` < 1.
     """
     from sgdsim.simulation import Workload
-    from sgdsim.testbed.calibrate import TRAINING_JOIN_RULE, training_join_delays
+    from sgdsim.testbed.calibrate import TRAINING_JOIN_RULE, pool_joins, training_join_delays
 
     if method not in METHODS:
         raise ValueError(f"join calibration method must be one of {sorted(METHODS)}: {method!r}")
+    if runs < 1:
+        raise ValueError(f"join capture runs must be >= 1, got {runs}")
     workload = Workload.load(workload_path)
     doing = "running the step's skeleton" if method == "skeleton" else "training"
     ns = {int(n) for n in workers}
@@ -696,10 +703,25 @@ def join_calibration(
         # the skeleton's workers start in the testbed's namespaces: an absolute path
         skeleton=str(Path(workload_path).resolve()) if method == "skeleton" else None,
     )
+    launches: dict[int, list[float]] = {}
+
+    def capture(n: int) -> Any:
+        # one capture is one launch of wandering phases: pool several
+        # (docs/steady-state.md, "The calibration's own repeatability")
+        got = []
+        for i in range(runs):
+            if runs > 1:
+                print(
+                    f"[calibrate] {label}: {n} workers, capture {i + 1} of {runs}", file=sys.stderr
+                )
+            got.append(training_join_delays(workers=n, **kw))
+        launches[n] = [g.steps_per_s for g in got]
+        return got[0] if runs == 1 else pool_joins(got, signed=link.queue == "fifo")
+
     with HostCpu() as host:
-        joins = training_join_delays(workers=most, **kw)
+        joins = capture(most)
         # joins and shares change with N: each other N >= 2 gets a capture of its own
-        at = {n: training_join_delays(workers=n, **kw) for n in sorted(ns) if 2 <= n < most}
+        at = {n: capture(n) for n in sorted(ns) if 2 <= n < most}
     at[most] = joins
     warn = steal_warning(f"the join captures of {label}", host.steal)
     if warn is not None:
@@ -711,7 +733,10 @@ def join_calibration(
         # the largest N's joins (as training_join_delays chose: a FIFO's drawn as
         # measured, sign included), then every N's
         **_joins_row(joins),
-        "joins_at": {str(n): _joins_row(j) for n, j in sorted(at.items())},
+        "capture_runs": runs,
+        "joins_at": {
+            str(n): _joins_row(j) | {"run_steps_per_s": launches[n]} for n, j in sorted(at.items())
+        },
         # docs/steady-state.md, "Two-way traffic through a FIFO"
         "two_way_share": {
             str(n): None if j.two_way_share is None else list(j.two_way_share)
@@ -853,6 +878,7 @@ def calibrate_push_join_stage(
             float(config["validation"]["join_capture_s"]),
             method=method,
             label=net["name"],
+            runs=int(config["validation"]["join_capture_runs"]),
         )
     with atomic_path(out_path) as tmp:
         Path(tmp).write_text(json.dumps(row, indent=1) + "\n")

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sgdsim.hostcpu import cpu_ticks
 from sgdsim.io import atomic_path
@@ -46,6 +46,8 @@ from sgdsim.protocol import SteadyRule, phase_distance
 from sgdsim.simulation.connection import JoinDelay
 from sgdsim.testbed.netns import Link, Testbed
 from sgdsim.testbed.run import MeasurementError, all_exist, child_env, wait_workers
+
+_T = TypeVar("_T")
 
 _PORT = 5201
 
@@ -412,6 +414,87 @@ class TrainingJoins:
     phase_distance: float | None = None
     lag_s: dict[str, dict[int, tuple[tuple[float, float], ...]]] = field(default_factory=dict)
     two_way_share_past_start: tuple[float, float] | None = None
+
+
+def _pooled(dicts: Sequence[Mapping[int, Sequence[_T]]]) -> dict[int, tuple[_T, ...]]:
+    """Per key, the values of every dict in turn (each capture's order kept)."""
+    out: dict[int, list[_T]] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out.setdefault(k, []).extend(v)
+    return {k: tuple(v) for k, v in sorted(out.items())}
+
+
+def _mean_of(values: Sequence[float | None]) -> float | None:
+    """Mean of the values that are not None (None when none is)."""
+    have = [v for v in values if v is not None]
+    return statistics.fmean(have) if have else None
+
+
+def _mean_pair(pairs: Sequence[tuple[float, float] | None]) -> tuple[float, float] | None:
+    """Element-wise mean of the pairs that are not None (None when none is)."""
+    have = [p for p in pairs if p is not None]
+    if not have:
+        return None
+    return (statistics.fmean(p[0] for p in have), statistics.fmean(p[1] for p in have))
+
+
+def pool_joins(captures: Sequence[TrainingJoins], *, signed: bool = False) -> TrainingJoins:
+    """Several captures of the same N workers as one: their joins pooled.
+
+    One capture is one launch of workers whose phases wander, and its few
+    joins per ``k`` (5–80 in 32 s) carry that launch into the prediction:
+    five captures of one pair moved its predictions by 2–8 % (sd), up to
+    21 % lowest to highest, and their pooled joins predict what the mean of
+    their five predictions does (docs/steady-state.md, "The calibration's
+    own repeatability").
+
+    Every per-join record (lateness, start excess, gains, windows, lags) is
+    concatenated per ``k`` in the captures' order, and the
+    :class:`~sgdsim.simulation.connection.JoinDelay` drawn from them again
+    (:func:`join_delay_of`); the rates, shares and phase distances are the
+    means over the captures that have them, ``boundary_s`` their median.
+
+    Args:
+        captures: one or more captures of the same number of workers.
+        signed: as :func:`join_delay_of` (the link's queue is ``fifo``).
+
+    Raises:
+        ValueError: no capture, or captures of different numbers of workers.
+    """
+    if not captures:
+        raise ValueError("pool_joins needs at least one capture")
+    workers = {c.workers for c in captures}
+    if len(workers) != 1:
+        raise ValueError(f"captures of different numbers of workers: {sorted(workers)}")
+    n = captures[0].workers
+    push = _pooled([c.push_growth_s for c in captures])
+    pull = _pooled([c.pull_growth_s for c in captures])
+
+    def by_direction(
+        get: Callable[[TrainingJoins], Mapping[str, Mapping[int, Sequence[_T]]]],
+    ) -> dict[str, dict[int, tuple[_T, ...]]]:
+        names = sorted({name for c in captures for name in get(c)})
+        return {name: _pooled([get(c).get(name, {}) for c in captures]) for name in names}
+
+    bounds = [c.boundary_s for c in captures if c.boundary_s is not None]
+    return TrainingJoins(
+        join_delay_of(push, n, signed=signed),
+        join_delay_of(pull, n, signed=signed),
+        push,
+        pull,
+        statistics.fmean(c.steps_per_s for c in captures),
+        n,
+        by_direction(lambda c: c.start_excess_s),
+        statistics.median(bounds) if bounds else None,
+        by_direction(lambda c: c.gain_s),
+        _mean_of([c.saturated_Bps for c in captures]),
+        by_direction(lambda c: c.window_s),
+        _mean_pair([c.two_way_share for c in captures]),
+        _mean_of([c.phase_distance for c in captures]),
+        by_direction(lambda c: c.lag_s),
+        _mean_pair([c.two_way_share_past_start for c in captures]),
+    )
 
 
 def join_delay_of(
