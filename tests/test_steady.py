@@ -727,3 +727,23 @@ def test_the_skeleton_of_a_step_waits_its_compute_and_refuses_ps_shards(tmp_path
             {"ps": ["a:1", "b:1"], "worker": ["c:1"]},
             "/job:worker/task:0",
         )  # fmt: skip
+
+
+def test_a_steady_point_launched_several_times_is_uncertain_by_its_launches():
+    from types import SimpleNamespace
+
+    from sgdsim.pipeline.validation import _steady_launch_columns
+
+    def launch(rate: float, converged: bool) -> SimpleNamespace:
+        return SimpleNamespace(steps_per_s=rate, steady=SimpleNamespace(converged=converged))
+
+    # 1.8, 2.0, 2.2 steps/s: mean 2.0, sd 0.2; t(0.975, 2 df) = 4.303 (a t table)
+    got = _steady_launch_columns([launch(1.8, True), launch(2.0, True), launch(2.2, True)], 0.95)
+    assert got["steps_per_s_half_width"] == pytest.approx(4.303 * 0.2 / 3**0.5, rel=1e-3)
+    assert got["rel_half_width"] == pytest.approx(got["steps_per_s_half_width"] / 2.0)
+    assert got["converged"] is True
+    # one launch cut at max_s: the mean is not converged
+    cut = _steady_launch_columns([launch(1.8, True), launch(2.2, False)], 0.95)
+    assert cut["converged"] is False
+    # one launch keeps its own batch-means estimate
+    assert _steady_launch_columns([launch(2.0, True)], 0.95) == {}

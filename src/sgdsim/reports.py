@@ -499,8 +499,8 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
                     "Interval (steady): the half-width of the measured rate's batch-means "
                     "confidence interval (`steady.confidence`), as a share of the rate; cut: "
                     "the window reached `steady.max_s` before it was within "
-                    "`steady.rel_half_width`. Of a point launched several times, the first "
-                    "launch's.",
+                    "`steady.rel_half_width`. Of a point launched several times, the mean's: "
+                    "Student's t over its launches' rates, cut unless every launch met the rule.",
                     "",
                 ]
                 if steady

@@ -402,6 +402,27 @@ def _steady_rule_columns(rule: Any, r: Any) -> dict[str, Any]:
     }
 
 
+def _steady_launch_columns(launches: Sequence[Any], confidence: float) -> dict[str, Any]:
+    """The steady estimate of a point launched ``k`` > 1 times (each launch an
+    object with ``steps_per_s`` and its ``steady`` estimate): the interval of
+    the mean of the launches' rates, Student's t over the k launches
+    (:func:`sgdsim.protocol.batch_means_half_width` with each launch one
+    batch), since one launch's batches say nothing of where the next launch's
+    phases settle; ``converged`` when every launch met the rule. Empty for one
+    launch (its own estimate stands)."""
+    from sgdsim.protocol import batch_means_half_width
+
+    if len(launches) < 2:
+        return {}
+    rates = [x.steps_per_s for x in launches]
+    half = batch_means_half_width(rates, confidence)
+    return {
+        "steps_per_s_half_width": half,
+        "rel_half_width": half / statistics.fmean(rates),
+        "converged": all(x.steady.converged for x in launches),
+    }
+
+
 def _measure_steady(
     row: dict[str, Any],
     spec: Any,
@@ -417,7 +438,8 @@ def _measure_steady(
     rate is their mean, each one's in ``run_steps_per_s``) and write its one-row
     Parquet file: ``row`` (the point's columns) plus the runs', with every step
     end of every worker of the first launch (``step_end_times``, s since the
-    window started)."""
+    window started). With several launches the interval is the mean's, over
+    the launches (:func:`_steady_launch_columns`)."""
     from sgdsim.testbed import run_steady_measurement
 
     launches = [
@@ -430,6 +452,7 @@ def _measure_steady(
     row["steps_per_s_std"] = statistics.stdev(r.steps_per_s_windows)
     row |= _steady_rule_columns(rule, r)
     row |= _launch_columns(launches, spec)
+    row |= _steady_launch_columns(launches, rule.confidence)
     with atomic_path(out_path) as tmp:
         pl.DataFrame([row]).write_parquet(tmp)
 
