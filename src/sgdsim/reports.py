@@ -152,8 +152,9 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     stolen, the mode (:data:`_MODE`), then the measured and predicted phase distance
     (:data:`_PHASE`), the prediction's spread over start phases (:data:`_SPREAD`)
     and each launch's measured steps/s (:data:`_LAUNCHES`), then whether the steady
-    rule held and its interval's half-width (:data:`_CONVERGED`), each NULL in
-    stores written before it was recorded (and the last two for episodes)."""
+    rule held, its interval's half-width and the error beyond it (:data:`_CONVERGED`,
+    :data:`_HALF_WIDTH`, :data:`_BEYOND`), each NULL in stores written before it
+    was recorded (and the last three for episodes)."""
     phase = (
         "measured_phase_distance, predicted_phase_distance"
         if _has_column(con, "validation", "measured_phase_distance")
@@ -163,12 +164,13 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     launches = _column_or_null(con, "validation", "measured_run_steps_per_s", "DOUBLE[]")
     converged = _column_or_null(con, "validation", "measured_converged", "BOOLEAN")
     half = _column_or_null(con, "validation", "measured_steps_per_s_half_width", "DOUBLE")
+    beyond = _column_or_null(con, "validation", "ape_beyond_interval_pct", "DOUBLE")
     return con.execute(
         f"""
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
                hardware, loopback, cpu_busy, cpu_steal, {_mode(con, "validation")} AS mode,
-               {phase}, {spread}, {launches}, {converged}, {half}
+               {phase}, {spread}, {launches}, {converged}, {half}, {beyond}
         FROM validation ORDER BY mode, model, bandwidth_bps, network, policy, workers
         """
     ).fetchall()
@@ -186,8 +188,14 @@ _SPREAD = 16
 #: :func:`_validation_rows` (NULL or one value: the point was launched once).
 _LAUNCHES = 17
 #: Index of whether a steady measurement met its rule in a row of
-#: :func:`_validation_rows` (its interval's half-width, steps/s, follows).
+#: :func:`_validation_rows`.
 _CONVERGED = 18
+#: Index of a steady measurement's interval half-width (steps/s) in a row of
+#: :func:`_validation_rows`.
+_HALF_WIDTH = 19
+#: Index of the error beyond that interval (%, view ``validation``'s
+#: ``ape_beyond_interval_pct``) in a row of :func:`_validation_rows`.
+_BEYOND = 20
 
 #: The columns that name a measured point in the report's tables.
 _POINT_COLUMNS = ("model", "network", "policy", "N")
@@ -233,12 +241,17 @@ def _launch_line(points: Sequence[Sequence[Any]]) -> list[str]:
     ]
 
 
+def _interval_pct(row: Sequence[Any]) -> float:
+    """A steady measurement's interval half-width as a share of its rate, %."""
+    return float(100 * row[_HALF_WIDTH] / row[4])
+
+
 def _interval_cell(row: Sequence[Any]) -> str:
     """A steady measurement's interval as ``± x.x %`` of its rate, ``cut`` where
     ``steady.max_s`` ended the window before the rule held; — for episodes."""
-    if row[_CONVERGED] is None or row[_CONVERGED + 1] is None:
+    if row[_CONVERGED] is None or row[_HALF_WIDTH] is None:
         return "—"
-    cell = f"± {100 * row[_CONVERGED + 1] / row[4]:.1f} %"
+    cell = f"± {_interval_pct(row):.1f} %"
     return cell if row[_CONVERGED] else f"{cell} cut"
 
 
@@ -248,7 +261,7 @@ def _interval_lines(points: Sequence[Sequence[Any]]) -> list[str]:
     error beyond each measurement's own interval (view ``validation``,
     ``ape_beyond_interval_pct``). A cut measurement is itself uncertain by its
     half-width, so its error says less about the prediction."""
-    steady = [r for r in points if r[_CONVERGED] is not None and r[_CONVERGED + 1] is not None]
+    steady = [r for r in points if r[_CONVERGED] is not None and r[_HALF_WIDTH] is not None]
     if not steady:
         return []
 
@@ -264,12 +277,12 @@ def _interval_lines(points: Sequence[Sequence[Any]]) -> list[str]:
     if met:
         parts.append(f"met before `steady.max_s`: {errors(met)}")
     if cut:
-        widths = [100 * r[_CONVERGED + 1] / r[4] for r in cut]
+        widths = [_interval_pct(r) for r in cut]
         parts.append(
             f"cut at `steady.max_s` before it held: {errors(cut)} (their intervals "
             f"± {min(widths):.1f}–{max(widths):.1f} %, median {statistics.median(widths):.1f} %)"
         )
-    beyond = [100 * max(abs(r[6] - r[4]) - r[_CONVERGED + 1], 0.0) / r[4] for r in steady]
+    beyond = [r[_BEYOND] for r in steady]
     return [
         "The steady rule (`steady.min_steps` steps per worker and the measured rate's "
         "batch-means interval within `steady.rel_half_width`): "

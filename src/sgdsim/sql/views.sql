@@ -57,8 +57,9 @@ SELECT
     m.run_steps_per_s AS measured_run_steps_per_s,
     -- steady: whether the measured rate met the rule (its batch-means interval
     -- within steady.rel_half_width) before steady.max_s cut the window, the
-    -- interval's half-width (steps/s; of several launches, the mean's over them), and the error beyond
-    -- that interval: what of ape_pct the measurement's own uncertainty cannot explain
+    -- interval's half-width (steps/s; of several launches, the mean's over them),
+    -- and the error beyond that interval: what of ape_pct the measurement's own
+    -- uncertainty cannot explain
     m.converged AS measured_converged,
     m.steps_per_s_half_width AS measured_steps_per_s_half_width,
     -- (greatest skips a NULL: no interval must stay NULL, not 0)
