@@ -334,7 +334,7 @@ def calibrate_joins(
     pulls and pushes through a real TensorFlow PS, its compute as waits),
     phases left to themselves, on network namespaces with the given NICs,
     while the PS's port is captured; for each N, the joins' lateness and
-    the two-way share (docs/steady-state.md, "The step's skeleton"). Needs
+    the two-way share (docs/steady-state-log.md, "The step's skeleton"). Needs
     root, iproute2 and tcpdump; takes about a minute per N.
 
     Example: sudo sgdsim calibrate-joins --workload results/workloads/cpu/MobileNetV2.json

@@ -431,7 +431,7 @@ def phase_spread(step_ends: Sequence[Sequence[float]], window_s: float) -> float
     take turns at the PS have a distance of 0 and a spread near 0.5; workers
     evenly spread have a distance of 1/N and a spread of 0.5. With two workers
     the two are the same. Four simulated GoogLeNet workers behind a deep FIFO
-    moved as one group where the real ones split (docs/steady-state.md, "The
+    moved as one group where the real ones split (docs/steady-state-log.md, "The
     captures against their own simulation").
 
     Args and the None it returns: as :func:`phase_distance`.

@@ -783,7 +783,7 @@ def _group_section(con: Any) -> list[str]:
         "of the step (0 … 0.5), over the window. One group: both near 0; groups taking turns "
         "at the PS: phase near 0, spread near 0.5; evenly spread: 1/N and 0.5. A measured "
         "spread above the simulated one is real workers splitting where the simulated ones "
-        'move together (docs/steady-state.md, "The captures against their own simulation").',
+        'move together (docs/steady-state-log.md, "The captures against their own simulation").',
     ]
 
 

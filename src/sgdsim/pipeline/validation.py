@@ -504,7 +504,7 @@ def _measure_sync(
 def _nearest(captured: Iterable[int], workers: int) -> int:
     """The captured N nearest to ``workers``, the larger on a tie: a pair's
     joins are a regime of their own (two workers keep or trade places;
-    three or more wander: docs/steady-state.md, "A pair keeps the phase it
+    three or more wander: docs/steady-state-log.md, "A pair keeps the phase it
     is launched with"), so N = 3 is nearer N = 4's than N = 2's."""
     return min(captured, key=lambda k: (abs(k - workers), -k))
 
@@ -730,7 +730,7 @@ def join_calibration(
 
     def capture(n: int) -> Any:
         # one capture is one launch of wandering phases: pool several
-        # (docs/steady-state.md, "The calibration's own repeatability")
+        # (docs/steady-state-log.md, "The calibration's own repeatability")
         got = []
         for i in range(runs):
             if runs > 1:
@@ -760,12 +760,12 @@ def join_calibration(
         "joins_at": {
             str(n): _joins_row(j) | {"run_steps_per_s": launches[n]} for n, j in sorted(at.items())
         },
-        # docs/steady-state.md, "Two-way traffic through a FIFO"
+        # docs/steady-state-log.md, "Two-way traffic through a FIFO"
         "two_way_share": {
             str(n): None if j.two_way_share is None else list(j.two_way_share)
             for n, j in sorted(at.items())
         },
-        # recorded for the study of the phases (docs/steady-state.md, "The lag a join leaves")
+        # recorded for the study of the phases (docs/steady-state-log.md, "The lag a join leaves")
         "two_way_share_past_start": {
             str(n): None if j.two_way_share_past_start is None else list(j.two_way_share_past_start)
             for n, j in sorted(at.items())
@@ -843,24 +843,24 @@ def calibrate_push_join_stage(
     all the captures (:class:`sgdsim.hostcpu.HostCpu`).
     Through a ``fifo`` queue, where a joiner may get more than its share,
     ``"draw": "joins"`` (the means unclipped): the prediction draws the
-    measured joins themselves, sign included (docs/steady-state.md, "Joins
+    measured joins themselves, sign included (docs/steady-state-log.md, "Joins
     through a FIFO"); ``"draw": "gamma"`` otherwise. Recorded beside them,
     not used by the prediction: ``"boundary_s"`` (median seconds from a
     worker's last push packet to its next pull's bulk) and
     ``"push_start_excess_s"`` / ``"pull_start_excess_s"`` (``{"k": […]}``,
     ``"0"`` alone: each transfer's start over its fair share), the joins
-    net of the transfers' own starts (docs/steady-state.md, "Where the
+    net of the transfers' own starts (docs/steady-state-log.md, "Where the
     simulated pair's catch-up comes from"), and ``"push_join_gain_s"`` /
     ``"pull_join_gain_s"`` (``{"k": […]}``: how much earlier than a fair
     share of the full link, ``"saturated_Bps"``, each join's incumbents got
     their bytes, the part of a join that moves the phases:
-    docs/steady-state.md, "The force on the phase") and
+    docs/steady-state-log.md, "The force on the phase") and
     ``"push_join_window_s"`` / ``"pull_join_window_s"`` (each join's overlap
     with its incumbents, in the order of its lateness), ``"join_lag_s"``
     (``{"N": {"push": {"k": [[growth, start lag], …]}, "pull": …}}``: how far
     each join moved the workers' phases, :func:`sgdsim.testbed.capture.join_lags`)
     and ``"two_way_share_past_start"`` (``{"N": [pull, push] or null}``: the
-    two-way share without each transfer's first 0.1 s; docs/steady-state.md,
+    two-way share without each transfer's first 0.1 s; docs/steady-state-log.md,
     "The lag a join leaves"). Every other N ≥ 2 of
     the model's async points on this network is run and captured the
     same way: ``"joins_at"`` (``{"N": {"workers", "draw", "steps_per_s",

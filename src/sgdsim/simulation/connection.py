@@ -38,12 +38,12 @@ class JoinDelay:
     distribution with those two moments (the mean itself when either is 0).
     On the testbed the lateness grows with ``k`` and varies from join to
     join by about as much as its mean; both are measured in real training by
-    :func:`sgdsim.testbed.calibrate.training_join_delays` (docs/steady-state.md,
+    :func:`sgdsim.testbed.calibrate.training_join_delays` (docs/steady-state-log.md,
     "Joins by how many they join").
 
     With ``joins_s`` each join instead draws one of the measured joins of its
     ``k`` (uniformly, with replacement), sign included: through a FIFO port
-    a joiner may get *more* than its share (docs/steady-state.md, "Joins
+    a joiner may get *more* than its share (docs/steady-state-log.md, "Joins
     through a FIFO"), which a negative draw ``d`` gives it: the ``k``
     incumbents each hold their next unit of the transfer on the wire
     ``−d / k`` seconds, so the joiner has the link to itself for about that

@@ -122,7 +122,7 @@ class Workload:
         pull_orders: (K·P,) K pull orders one after another, each a permutation
             of the P pulls: the order in which one traced step's pulls arrived
             (:func:`sgdsim.traces.calibrate.step_pull_orders`). Real workers
-            deliver their pulls in a new order every step (docs/steady-state.md,
+            deliver their pulls in a new order every step (docs/steady-state-log.md,
             "One tensor at a time, in a new order every step"), so ``tf_default``
             draws one of them for each simulated step. None = not measured (the
             workload's order every step).

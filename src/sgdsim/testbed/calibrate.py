@@ -297,7 +297,7 @@ def model_push_join_delay(
     :data:`MODEL_PUSH_LAG_FRACTION` of the transfer after the first: near in
     phase, where two workers that start together have to leave from. The lead
     the joiner gives away grows with the number of tensors and is largest near
-    in phase (docs/steady-state.md, "How fast real pairs move apart": at 200
+    in phase (docs/steady-state-log.md, "How fast real pairs move apart": at 200
     Mbit/s, 300 tensors 5 % apart +10 ms, 30 % apart −0.5 ms, 4 tensors −4.5
     to +3 ms), so the race uses the model's own pushes rather than a fixed
     four. Single races scatter by tens of milliseconds either way (MobileNetV2
@@ -394,7 +394,7 @@ class TrainingJoins:
             lag growth and start lag, seconds
             (:func:`sgdsim.testbed.capture.join_lags`): how far a join moved
             the workers' phases, by where in the incumbent's transfer it came.
-            Recorded, not yet used (docs/steady-state.md, "The lag a join leaves").
+            Recorded, not yet used (docs/steady-state-log.md, "The lag a join leaves").
         two_way_share_past_start: :attr:`two_way_share` without each transfer's
             first 0.1 s (``ramp_s``), None as it. Recorded, not yet used.
     """
@@ -446,7 +446,7 @@ def pool_joins(captures: Sequence[TrainingJoins], *, signed: bool = False) -> Tr
     joins per ``k`` (5–80 in 32 s) carry that launch into the prediction:
     five captures of one pair moved its predictions by 2–8 % (sd), up to
     21 % lowest to highest, and their pooled joins predict what the mean of
-    their five predictions does (docs/steady-state.md, "The calibration's
+    their five predictions does (docs/steady-state-log.md, "The calibration's
     own repeatability").
 
     Every per-join record (lateness, start excess, gains, windows, lags) is
@@ -517,7 +517,7 @@ def join_delay_of(
         some (the smaller on a tie), and 0 when no ``k`` has any. A big
         model's capture holds a few joins per ``k`` (its workers, once
         spread, rarely overlap); 0 would claim that joining costs nothing,
-        which holds the simulated workers in phase (docs/steady-state.md,
+        which holds the simulated workers in phase (docs/steady-state-log.md,
         "Every join counts").
     """
     ks = range(1, max(workers, 2))
@@ -559,7 +559,7 @@ def training_join_delays(
     (``signed``). Races of pre-made tensors
     (:func:`model_push_join_delay`) see a third of it for pushes: in training
     the joiner starts its push as its backward pass starts and its pull as
-    the others' streams run (docs/steady-state.md, "Joins in training").
+    the others' streams run (docs/steady-state-log.md, "Joins in training").
 
     Args:
         spec: the model's :class:`~sgdsim.profiling.spec.ProfileSpec`.
@@ -575,7 +575,7 @@ def training_join_delays(
             profile's transfers through the same gRPC connections, compute as
             waits) instead of training the model. It needs only the one-worker
             profile, and its pairs split and lock as training pairs do
-            (docs/steady-state.md, "The step's skeleton").
+            (docs/steady-state-log.md, "The step's skeleton").
 
     Raises:
         ValueError: bytes or ``bandwidth_bps`` not > 0, ``workers`` < 2.

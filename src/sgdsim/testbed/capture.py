@@ -7,9 +7,9 @@ delivered them to the PS. :func:`join_losses` reads from it how much later
 than a fair share a transfer that joins other workers' gets its bytes, by how
 many it joins: the join delays of the simulator (:class:`sgdsim.simulation.connection.Connection`)
 as real training shows it, which races of pre-made tensors understate
-(docs/steady-state.md, "Joins in training"); :func:`start_excess` and
+(docs/steady-state-log.md, "Joins in training"); :func:`start_excess` and
 :func:`step_boundaries` separate a transfer's own start from what joining
-costs it (docs/steady-state.md, "Where the simulated pair's catch-up comes
+costs it (docs/steady-state-log.md, "Where the simulated pair's catch-up comes
 from").
 """
 
@@ -235,7 +235,7 @@ def join_gains(
     gradients backprop has not yet produced), which only the joiner's own end
     pays and which the simulator models by gating the push. That gain is what
     moves the incumbent's end against the joiner's, the force on two workers'
-    phases (docs/steady-state.md, "The force on the phase").
+    phases (docs/steady-state-log.md, "The force on the phase").
 
     Args:
         packets, server, workers, direction, min_bytes, gap_s, min_overlap_s:
@@ -275,7 +275,7 @@ def join_records(
     ends or another transfer starts: how long the joiner overlapped its
     incumbents. In a pair's captures a push's lateness grows with it, about
     28 ms + 0.045 × window, where a pull's stays about 10 ms
-    (docs/steady-state.md, "The legs of the step").
+    (docs/steady-state-log.md, "The legs of the step").
 
     Args:
         packets, server, workers, direction, min_bytes, gap_s, min_overlap_s:
@@ -322,7 +322,7 @@ def join_lags(
     :func:`join_losses`, which those delays are drawn from, is the joiner's
     byte deficit over the overlap instead, which a real joiner partly makes
     up after it: a skeleton pair's pushes through the fair queue were 51 ms
-    late by it and grew their lag by 4 ms (docs/steady-state.md, "The lag a
+    late by it and grew their lag by 4 ms (docs/steady-state-log.md, "The lag a
     join leaves").
 
     Args:
@@ -479,7 +479,7 @@ def start_excess(
     the PS's last requests of the push before the pull's bulk, for a push
     backprop producing its first gradients, both of which the simulator
     models itself. Joined minus alone is what a join costs its start
-    (docs/steady-state.md, "Where the simulated pair's catch-up comes
+    (docs/steady-state-log.md, "Where the simulated pair's catch-up comes
     from"); :func:`join_losses` counts the start's own time as well.
 
     Args:
@@ -529,7 +529,7 @@ def step_boundaries(
     the push's last gradients come before both and are left out. This is
     the time a real step spends between its push and its next pull, which
     the simulator holds as the profile's ``overhead_s`` + ``pull_start_s``
-    (docs/steady-state.md, "Where the simulated pair's catch-up comes from").
+    (docs/steady-state-log.md, "Where the simulated pair's catch-up comes from").
 
     Returns:
         The boundaries of every worker's steps, seconds, worker by worker in time order.
@@ -564,7 +564,7 @@ def two_way_shares(
     ramp_s: float = 0.0,
 ) -> tuple[float, float] | None:
     """What each direction of the PS's port carries while the other carries data too,
-    as a share of what it carries alone (docs/steady-state.md, "Two-way traffic
+    as a share of what it carries alone (docs/steady-state-log.md, "Two-way traffic
     through a FIFO").
 
     Time is cut into ``bin_s`` bins; a direction is busy in a bin that lies
@@ -588,7 +588,7 @@ def two_way_shares(
             (TCP's start), and a pair in phase has most of its two-way bins
             there: through the fair queue one skeleton run's push share was
             0.70 while the pair was in phase and 0.88 while it alternated with
-            0, 0.99 in both with 0.1 s (docs/steady-state.md, "The lag a join
+            0, 0.99 in both with 0.1 s (docs/steady-state-log.md, "The lag a join
             leaves").
 
     Returns:

@@ -11,7 +11,7 @@ all workers, as a gradient is applied. So N such workers put the profile's
 traffic on a network through the same gRPC stack and TCP connections as N
 training workers, with neither the model, its data nor its accelerator: what
 :func:`sgdsim.testbed.calibrate.training_join_delays` captures with
-``skeleton`` (docs/steady-state.md, "The step's skeleton").
+``skeleton`` (docs/steady-state-log.md, "The step's skeleton").
 """
 
 from __future__ import annotations

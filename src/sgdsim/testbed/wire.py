@@ -11,7 +11,7 @@ of a capture taken with whole packets (:meth:`~sgdsim.testbed.netns.Testbed.capt
 with ``payload=True``), splits it into HTTP/2 frames, and gives every call's
 tensor, step, bytes and when its request and its first and last response
 bytes crossed the port: the simulator's transfer timeline as the wire saw it
-(docs/steady-state.md, "One tensor at a time, in a new order every step").
+(docs/steady-state-log.md, "One tensor at a time, in a new order every step").
 """
 
 from __future__ import annotations
