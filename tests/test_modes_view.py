@@ -597,6 +597,41 @@ def test_validation_page_splits_a_steady_pair_by_phase(tmp_path, pages):
     assert validation.phase_section("LeNet5", "sync_ps", validation.rows("LeNet5")) == []
 
 
+def test_validation_view_and_report_name_the_steady_points_still_moving(tmp_path):
+    # N = 1: flat batches; N = 2: climbing 8, 9, ..., 12 (+40 % of 10 across, exact
+    # line); N = 3: 29, 31, 29, 31, 30 (no trend); N = 4: climbing but launched twice,
+    # so its batches are two launches' and the view gives none; N = 5: episodes
+    pts = []
+    for n, windows, runs, protocol in (
+        (1, [10.0, 10.0, 10.0], 1, "steady"),
+        (2, [8.0, 9.0, 10.0, 11.0, 12.0], 1, "steady"),
+        (3, [29.0, 31.0, 29.0, 31.0, 30.0], 1, "steady"),
+        (4, [1.0, 2.0, 3.0, 4.0], 2, "steady"),
+        (5, [1.0, 2.0, 3.0, 4.0], 1, "episodes"),
+    ):
+        m, p = measured_point(n, sum(windows) / len(windows), 10.0)
+        m |= {"protocol": protocol, "runs": runs, "steps_per_s_windows": windows}
+        if protocol == "steady":
+            m |= {"converged": False, "steps_per_s_half_width": 1.0}
+        pts.append((m, p))
+    db = measured_store(tmp_path, pts)
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute(
+            "SELECT workers, measured_batch_steps_per_s FROM validation ORDER BY workers"
+        ).fetchall()
+    assert [g[1] is not None for g in got] == [True, True, True, False, False]
+    assert got[1][1] == [8.0, 9.0, 10.0, 11.0, 12.0]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    assert "6 % or more across the window): 1 of 3 single-launch steady points: " in text
+    assert "LeNet5 n N = 2 (+40 %)." in text  # slope 1 * 4 batches / mean 10
+    # a store of episodes only has no such line
+    (tmp_path / "episodes").mkdir()
+    accuracy_report(measured_store(tmp_path / "episodes"), out)
+    assert "Still moving" not in out.read_text()
+
+
 def test_accuracy_report_warns_of_points_with_an_input_taken_under_cpu_steal(tmp_path):
     # N = 1 quiet; N = 2's measurement 3 % (under the 5 % mark) but its calibrations
     # 8 %; N = 3's measurement 12 %

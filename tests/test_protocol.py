@@ -10,6 +10,7 @@ import pytest
 from sgdsim.protocol import (
     SteadyRule,
     batch_means_half_width,
+    batch_trend,
     completed_steps,
     steady_estimate,
     steady_stop,
@@ -43,6 +44,22 @@ def test_batch_means_half_width_by_hand():
     assert batch_means_half_width([7.0] * 10, 0.95) == 0.0
     with pytest.raises(ValueError, match="at least 2"):
         batch_means_half_width([1.0], 0.95)
+
+
+def test_batch_trend_by_hand():
+    # rates 1, 2, 3, 4: slope 1 per batch, 3 over the window, mean 2.5 -> +120 %,
+    # on an exact line (p = 0)
+    assert batch_trend([1, 2, 3, 4]) == (pytest.approx(1.2), True)
+    assert batch_trend([4, 3, 2, 1]) == (pytest.approx(-1.2), True)
+    # 5, 6, 5, 6, ...: slope (sum of (i - 4.5)(y - 5.5)) / 82.5 = 2.5 / 82.5 per batch,
+    # * 9 / 5.5 = +5 % across, and far from significant
+    change, significant = batch_trend([5, 6] * 5)
+    assert change == pytest.approx(2.5 / 82.5 * 9 / 5.5) and not significant
+    # 10, 10, 10, 11: slope 1.5 / 5 = 0.3, residuals .2 -.1 -.4 .3, s.e. sqrt(.3 / 2 / 5)
+    # = 0.173, t = 1.73 on 2 dof, below t(0.975, 2) = 4.303
+    assert batch_trend([10, 10, 10, 11])[1] is False
+    assert batch_trend([2.0, 2.0, 2.0]) == (0.0, False)
+    assert batch_trend([1.0, 2.0]) is None and batch_trend([0.0, 0.0, 0.0]) is None
 
 
 def test_completed_steps_counts_the_share_of_the_step_in_progress():

@@ -274,6 +274,36 @@ def batch_means_half_width(values: Sequence[float], confidence: float) -> float:
     return float(student_t.ppf((1 + confidence) / 2, b - 1)) * math.sqrt(s2 / b)
 
 
+def batch_trend(values: Sequence[float], confidence: float = 0.95) -> tuple[float, bool] | None:
+    """How far the rate moved across a window, from its batches' rates in time order.
+
+    A least-squares line through the ``b`` batch rates (``scipy.stats.linregress``):
+    the change is its rise over the window relative to the mean rate,
+    ``slope · (b − 1) / mean`` (0.3: the fitted last batch 30 % above the fitted
+    first), and it is significant where the slope's two-sided p-value (Student's
+    t, ``b − 2`` degrees of freedom) is below ``1 − confidence``. The batch-means
+    interval (:func:`batch_means_half_width`) assumes the batches come from one
+    stationary regime; a significant trend says the workers were still moving
+    to another when the window ended (docs/steady-state.md, "90 s is a transient").
+
+    Args:
+        values: (b,) rates of consecutive equal batches, steps/s.
+        confidence: two-sided confidence of the test, in (0, 1).
+
+    Returns:
+        ``(change, significant)``; None with fewer than 3 batches or a mean of 0.
+    """
+    from scipy.stats import linregress
+
+    y = np.asarray(values, dtype=float)
+    if len(y) < 3 or not y.mean() > 0:
+        return None
+    if np.ptp(y) == 0:  # a flat line: linregress has no slope error to test
+        return 0.0, False
+    fit = linregress(np.arange(len(y), dtype=float), y)
+    return float(fit.slope * (len(y) - 1) / y.mean()), bool(fit.pvalue < 1 - confidence)
+
+
 def steady_estimate(
     step_end_times: Sequence[Sequence[float]], rule: SteadyRule, end: float | None = None
 ) -> SteadyEstimate | None:

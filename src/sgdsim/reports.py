@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from sgdsim.io import atomic_path
-from sgdsim.protocol import PHASE_BINS, phase_distance, phase_profile, phase_spread
+from sgdsim.protocol import (
+    PHASE_BINS,
+    SteadyRule,
+    batch_trend,
+    phase_distance,
+    phase_profile,
+    phase_spread,
+)
 from sgdsim.store import connect_read_only
 
 
@@ -153,8 +160,9 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     (:data:`_PHASE`), the prediction's spread over start phases (:data:`_SPREAD`)
     and each launch's measured steps/s (:data:`_LAUNCHES`), then whether the steady
     rule held, its interval's half-width and the error beyond it (:data:`_CONVERGED`,
-    :data:`_HALF_WIDTH`, :data:`_BEYOND`), each NULL in stores written before it
-    was recorded (and the last three for episodes)."""
+    :data:`_HALF_WIDTH`, :data:`_BEYOND`) and a single launch's batch rates
+    (:data:`_BATCHES`), each NULL in stores written before it was recorded (and
+    the last four for episodes)."""
     phase = (
         "measured_phase_distance, predicted_phase_distance"
         if _has_column(con, "validation", "measured_phase_distance")
@@ -165,12 +173,13 @@ def _validation_rows(con: Any) -> list[tuple[Any, ...]]:
     converged = _column_or_null(con, "validation", "measured_converged", "BOOLEAN")
     half = _column_or_null(con, "validation", "measured_steps_per_s_half_width", "DOUBLE")
     beyond = _column_or_null(con, "validation", "ape_beyond_interval_pct", "DOUBLE")
+    batches = _column_or_null(con, "validation", "measured_batch_steps_per_s", "DOUBLE[]")
     return con.execute(
         f"""
         SELECT model, network, policy, workers, measured_steps_per_s,
                measured_steps_per_s_std, predicted_steps_per_s, error_pct, ape_pct,
                hardware, loopback, cpu_busy, cpu_steal, {_mode(con, "validation")} AS mode,
-               {phase}, {spread}, {launches}, {converged}, {half}, {beyond}
+               {phase}, {spread}, {launches}, {converged}, {half}, {beyond}, {batches}
         FROM validation ORDER BY mode, model, bandwidth_bps, network, policy, workers
         """
     ).fetchall()
@@ -196,6 +205,9 @@ _HALF_WIDTH = 19
 #: Index of the error beyond that interval (%, view ``validation``'s
 #: ``ape_beyond_interval_pct``) in a row of :func:`_validation_rows`.
 _BEYOND = 20
+#: Index of a steady measurement's batch rates (steps/s, in time order; NULL for
+#: several launches) in a row of :func:`_validation_rows`.
+_BATCHES = 21
 
 #: The columns that name a measured point in the report's tables.
 _POINT_COLUMNS = ("model", "network", "policy", "N")
@@ -291,6 +303,38 @@ def _interval_lines(points: Sequence[Sequence[Any]]) -> list[str]:
         f"measurement's own interval (`ape_beyond_interval_pct`): MAPE "
         f"{statistics.fmean(beyond):.1f} %, max {max(beyond):.1f} % "
         '(docs/steady-state.md, "The rule").',
+        "",
+        *_trend_lines(steady),
+    ]
+
+
+#: Smallest change across a window the report calls a trend: twice the rule's
+#: default relative half-width, so that a line whose ends stay within ± that
+#: half-width of the mean is not counted.
+_TREND_MIN = 2 * SteadyRule.rel_half_width
+
+
+def _trend_lines(steady: Sequence[Sequence[Any]]) -> list[str]:
+    """The steady single-launch points whose batch rates still trended when the
+    window ended (:func:`sgdsim.protocol.batch_trend` significant at 95 % and
+    at least :data:`_TREND_MIN` across the window), each with its change;
+    nothing without batch rates."""
+    trends = [(r, batch_trend(r[_BATCHES])) for r in steady if r[_BATCHES]]
+    known = [(r, t) for r, t in trends if t is not None]
+    if not known:
+        return []
+    moving = [
+        f"{r[0]} {r[1]} N = {r[3]} ({100 * t[0]:+.0f} %)"
+        for r, t in known
+        if t[1] and abs(t[0]) >= _TREND_MIN
+    ]
+    listed = f": {'; '.join(moving)}" if moving else ""
+    return [
+        f"Still moving when the window ended (a least-squares trend across the batch "
+        f"rates, significant at 95 % and {100 * _TREND_MIN:.0f} % or more across the "
+        f"window): {len(moving)} of {len(known)} single-launch "
+        f"steady points{listed}. Their rate depends on how long one measures "
+        '(docs/steady-state.md, "90 s is a transient").',
         "",
     ]
 

@@ -66,6 +66,11 @@ SELECT
     CASE WHEN m.steps_per_s_half_width IS NOT NULL THEN
         100 * greatest(abs(p.steps_per_s - m.steps_per_s) - m.steps_per_s_half_width, 0)
         / m.steps_per_s END AS ape_beyond_interval_pct,
+    -- steady, one launch: the measured rate of each batch of its window, steps/s,
+    -- in time order; a significant trend across them says the workers were still
+    -- moving when the window ended (sgdsim.protocol.batch_trend; NULL otherwise)
+    CASE WHEN m.protocol = 'steady' AND coalesce(m.runs, 1) = 1
+        THEN m.steps_per_s_windows END AS measured_batch_steps_per_s,
     -- steady async, N > 1: the prediction replayed from the measured workers'
     -- phases after warm-up (a diagnostic that reads the measurement): error_pct
     -- without the launch's part (the step model and the phases' later moves)
