@@ -14,6 +14,7 @@ import plotly.io as pio
 import polars as pl
 
 from dashboard.analysis import NEAR_PEAK, best_index, bottleneck, finite, with_band
+from sgdsim.protocol import still_moving
 from sgdsim.reports import PhaseSplit, phase_bin_names
 
 METRICS = {
@@ -659,7 +660,8 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
             bandwidth_bps, mode (``async`` when absent), policy, workers, measured_steps_per_s,
             measured_steps_per_s_std, predicted_steps_per_s; optional
             measured_run_steps_per_s, replayed_steps_per_s, measured_steps_per_s_half_width,
-            measured_converged).
+            measured_converged, measured_batch_steps_per_s: a note in the hover where
+            :func:`sgdsim.protocol.still_moving` finds the batch rates still moving).
         model: model name, for the title.
     """
     fig = go.Figure()
@@ -688,11 +690,20 @@ def validation_figure(df: pl.DataFrame, model: str) -> go.Figure:
             else [None] * d.height
         )
         bars = pl.select(pl.coalesce(half, d["measured_steps_per_s_std"], pl.lit(0.0))).to_series()
+        batches = (
+            d["measured_batch_steps_per_s"].to_list()
+            if "measured_batch_steps_per_s" in d.columns
+            else [None] * d.height
+        )
+        moves = [None if b is None else still_moving(b) for b in batches]
         notes = [
-            ""
-            if h is None
-            else f"<br>± {h:.3g} (batch-means interval{'' if c else ', cut at max_s'})"
-            for h, c in zip(half.to_list(), cut, strict=True)
+            (
+                ""
+                if h is None
+                else f"<br>± {h:.3g} (batch-means interval{'' if c else ', cut at max_s'})"
+            )
+            + ("" if m is None else f"<br>still moving: {100 * m:+.0f} % across the window")
+            for h, c, m in zip(half.to_list(), cut, moves, strict=True)
         ]
         fig.add_trace(
             go.Scatter(

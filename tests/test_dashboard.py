@@ -299,12 +299,14 @@ def test_validation_figure_pairs_measured_markers_with_predicted_lines():
     steady = df.with_columns(
         measured_steps_per_s_half_width=pl.Series([None, 0.3, 0.01, None]),
         measured_converged=pl.Series([None, False, True, None]),
+        # the cut point's batches climb 1, 2, 3, 4: +120 % across its window, on a line
+        measured_batch_steps_per_s=pl.Series([None, [1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0], None]),
     )
     point = validation_figure(steady, "M").data[0]
     assert list(point.error_y.array) == [0.01, 0.3]
     assert [c[1] for c in point.customdata] == [
         "<br>± 0.01 (batch-means interval)",
-        "<br>± 0.3 (batch-means interval, cut at max_s)",
+        "<br>± 0.3 (batch-means interval, cut at max_s)<br>still moving: +120 % across the window",
     ]
     assert list(predicted.y) == [1.1, 1.7]
     assert measured.marker.color == predicted.line.color

@@ -15,6 +15,7 @@ from sgdsim.protocol import (
     steady_estimate,
     steady_stop,
     steady_window_start,
+    still_moving,
 )
 
 #: Student's t quantiles t_{df, 0.975} from a printed table (Law and Kelton,
@@ -60,6 +61,17 @@ def test_batch_trend_by_hand():
     assert batch_trend([10, 10, 10, 11])[1] is False
     assert batch_trend([2.0, 2.0, 2.0]) == (0.0, False)
     assert batch_trend([1.0, 2.0]) is None and batch_trend([0.0, 0.0, 0.0]) is None
+
+
+def test_still_moving_needs_a_significant_trend_of_twice_the_rules_half_width():
+    assert still_moving([1, 2, 3, 4]) == pytest.approx(1.2)
+    # an exact line rising 5 across a mean of 102.5 (+4.9 %): significant, inside 2 x 3 %
+    assert still_moving([100, 101.25, 102.5, 103.75, 105]) is None
+    assert still_moving([100, 101.25, 102.5, 103.75, 105], min_change=0.04) == pytest.approx(
+        5 / 102.5
+    )
+    assert still_moving([5, 6] * 5) is None  # +5 %, not significant
+    assert still_moving([1.0, 2.0]) is None
 
 
 def test_completed_steps_counts_the_share_of_the_step_in_progress():

@@ -304,6 +304,19 @@ def batch_trend(values: Sequence[float], confidence: float = 0.95) -> tuple[floa
     return float(fit.slope * (len(y) - 1) / y.mean()), bool(fit.pvalue < 1 - confidence)
 
 
+def still_moving(
+    values: Sequence[float], min_change: float = 2 * SteadyRule.rel_half_width
+) -> float | None:
+    """The change across a window (:func:`batch_trend`) where its rate was still
+    moving: a trend significant at 95 % and at least ``min_change`` in size
+    (default twice the rule's default relative half-width, so that a line whose
+    ends stay within ± that half-width of the mean is not counted); else None."""
+    trend = batch_trend(values)
+    if trend is None or not trend[1] or abs(trend[0]) < min_change:
+        return None
+    return trend[0]
+
+
 def steady_estimate(
     step_end_times: Sequence[Sequence[float]], rule: SteadyRule, end: float | None = None
 ) -> SteadyEstimate | None:

@@ -18,6 +18,7 @@ from sgdsim.protocol import (
     phase_distance,
     phase_profile,
     phase_spread,
+    still_moving,
 )
 from sgdsim.store import connect_read_only
 
@@ -308,32 +309,22 @@ def _interval_lines(points: Sequence[Sequence[Any]]) -> list[str]:
     ]
 
 
-#: Smallest change across a window the report calls a trend: twice the rule's
-#: default relative half-width, so that a line whose ends stay within ± that
-#: half-width of the mean is not counted.
-_TREND_MIN = 2 * SteadyRule.rel_half_width
-
-
 def _trend_lines(steady: Sequence[Sequence[Any]]) -> list[str]:
     """The steady single-launch points whose batch rates still trended when the
-    window ended (:func:`sgdsim.protocol.batch_trend` significant at 95 % and
-    at least :data:`_TREND_MIN` across the window), each with its change;
-    nothing without batch rates."""
-    trends = [(r, batch_trend(r[_BATCHES])) for r in steady if r[_BATCHES]]
-    known = [(r, t) for r, t in trends if t is not None]
+    window ended (:func:`sgdsim.protocol.still_moving`), each with its change
+    across the window; nothing without batch rates."""
+    known = [r for r in steady if r[_BATCHES] and batch_trend(r[_BATCHES]) is not None]
     if not known:
         return []
-    moving = [
-        f"{r[0]} {r[1]} N = {r[3]} ({100 * t[0]:+.0f} %)"
-        for r, t in known
-        if t[1] and abs(t[0]) >= _TREND_MIN
-    ]
+    moves = [(r, still_moving(r[_BATCHES])) for r in known]
+    moving = [f"{r[0]} {r[1]} N = {r[3]} ({100 * c:+.0f} %)" for r, c in moves if c is not None]
     listed = f": {'; '.join(moving)}" if moving else ""
+    least = 200 * SteadyRule.rel_half_width
     return [
         f"Still moving when the window ended (a least-squares trend across the batch "
-        f"rates, significant at 95 % and {100 * _TREND_MIN:.0f} % or more across the "
-        f"window): {len(moving)} of {len(known)} single-launch "
-        f"steady points{listed}. Their rate depends on how long one measures "
+        f"rates, significant at 95 % and {least:.0f} % or more across the window): "
+        f"{len(moving)} of {len(known)} single-launch steady points{listed}. Their "
+        "rate depends on how long one measures "
         '(docs/steady-state.md, "90 s is a transient").',
         "",
     ]
