@@ -304,17 +304,23 @@ def batch_trend(values: Sequence[float], confidence: float = 0.95) -> tuple[floa
     return float(fit.slope * (len(y) - 1) / y.mean()), bool(fit.pvalue < 1 - confidence)
 
 
-def still_moving(
-    values: Sequence[float], min_change: float = 2 * SteadyRule.rel_half_width
-) -> float | None:
-    """The change across a window (:func:`batch_trend`) where its rate was still
-    moving: a trend significant at 95 % and at least ``min_change`` in size
-    (default twice the rule's default relative half-width, so that a line whose
-    ends stay within ± that half-width of the mean is not counted); else None."""
+#: The least change across a window (:func:`batch_trend`) that counts as still
+#: moving: twice the rule's default relative half-width, so that a line whose
+#: ends stay within ± that half-width of the mean is not counted.
+MOVING_MIN_CHANGE = 2 * SteadyRule.rel_half_width
+
+
+def is_moving(trend: tuple[float, bool] | None, min_change: float = MOVING_MIN_CHANGE) -> bool:
+    """Whether a :func:`batch_trend` result says the rate was still moving: the
+    trend significant and at least ``min_change`` in size."""
+    return trend is not None and trend[1] and abs(trend[0]) >= min_change
+
+
+def still_moving(values: Sequence[float], min_change: float = MOVING_MIN_CHANGE) -> float | None:
+    """The change across a window (:func:`batch_trend` at 95 %) where its rate
+    was still moving (:func:`is_moving`); else None."""
     trend = batch_trend(values)
-    if trend is None or not trend[1] or abs(trend[0]) < min_change:
-        return None
-    return trend[0]
+    return trend[0] if trend is not None and is_moving(trend, min_change) else None
 
 
 def steady_estimate(

@@ -12,13 +12,13 @@ from typing import Any
 
 from sgdsim.io import atomic_path
 from sgdsim.protocol import (
+    MOVING_MIN_CHANGE,
     PHASE_BINS,
-    SteadyRule,
     batch_trend,
+    is_moving,
     phase_distance,
     phase_profile,
     phase_spread,
-    still_moving,
 )
 from sgdsim.store import connect_read_only
 
@@ -311,20 +311,18 @@ def _interval_lines(points: Sequence[Sequence[Any]]) -> list[str]:
 
 def _trend_lines(steady: Sequence[Sequence[Any]]) -> list[str]:
     """The steady single-launch points whose batch rates still trended when the
-    window ended (:func:`sgdsim.protocol.still_moving`), each with its change
+    window ended (:func:`sgdsim.protocol.is_moving`), each with its change
     across the window; nothing without batch rates."""
-    known = [r for r in steady if r[_BATCHES] and batch_trend(r[_BATCHES]) is not None]
+    known = [(r, t) for r in steady if r[_BATCHES] and (t := batch_trend(r[_BATCHES]))]
     if not known:
         return []
-    moves = [(r, still_moving(r[_BATCHES])) for r in known]
-    moving = [f"{r[0]} {r[1]} N = {r[3]} ({100 * c:+.0f} %)" for r, c in moves if c is not None]
+    moving = [f"{r[0]} {r[1]} N = {r[3]} ({100 * t[0]:+.0f} %)" for r, t in known if is_moving(t)]
     listed = f": {'; '.join(moving)}" if moving else ""
-    least = 200 * SteadyRule.rel_half_width
     return [
         f"Still moving when the window ended (a least-squares trend across the batch "
-        f"rates, significant at 95 % and {least:.0f} % or more across the window): "
-        f"{len(moving)} of {len(known)} single-launch steady points{listed}. Their "
-        "rate depends on how long one measures "
+        f"rates, significant at 95 % and {100 * MOVING_MIN_CHANGE:.0f} % or more across the "
+        f"window): {len(moving)} of {len(known)} single-launch steady points{listed}. "
+        "Their rate depends on how long one measures "
         '(docs/steady-state.md, "90 s is a transient").',
         "",
     ]
