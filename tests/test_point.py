@@ -71,15 +71,83 @@ def test_cli_predict_gives_the_pipelines_figures_for_the_same_point(tmp_path, po
     assert row["replications"] == 3 and row["pull_gap_s"] == pytest.approx(4e-4 + 2 * 2e-4)
 
 
+def test_grid_predicts_async_points_by_the_steady_rule_and_publishes_its_estimate(tmp_path):
+    """simulation.protocol steady (the default): an async point with N > 1 runs until
+    the config's rule decides and records its estimate; N = 1 and sync_ps run the
+    configured steps; protocol steps gives the fixed-step figure; the store keeps it."""
+    import duckdb
+
+    from sgdsim.pipeline.grid import publish_stage
+
+    workload = _workload(tmp_path)
+    rule = {"min_steps": 50, "batches": 12, "settle_s": 0.5}
+    sim = CONFIG["simulation"] | {"steady": rule}
+    config = {**CONFIG, "workers": [1, 3], "modes": ["async", "sync_ps"], "simulation": sim}
+    out, again = tmp_path / "p.parquet", tmp_path / "again.parquet"
+    simulate_stage(config, workload, str(out), WILDCARDS)
+    simulate_stage(config, workload, str(again), WILDCARDS)
+    rows = pl.read_parquet(out)
+    # same inputs and seed, same rows (but the simulator's own wall time)
+    assert rows.drop("sim_wall_s").equals(pl.read_parquet(again).drop("sim_wall_s"))
+    by = {(r["mode"], r["workers"]): r for r in rows.iter_rows(named=True)}
+    steady = by["async", 3]
+    assert steady["protocol"] == "steady" and steady["replications"] == 3
+    # the config's rule, not the schema's: 12 batches, 50 steps per worker at least
+    assert len(steady["steps_per_s_windows"]) == 12
+    first = sum(steady["steps_per_s_windows"]) / 12  # the first run's estimate
+    assert first * steady["window_s"] >= 3 * 50
+    assert steady["converged"] is True and steady["rel_half_width"] <= 0.03
+    assert steady["steps_per_worker"] > sim["steps_per_worker"]
+    for key in ("async", 1), ("sync_ps", 1), ("sync_ps", 3):
+        r = by[key]
+        assert r["protocol"] == "steps" and r["window_s"] is None, key
+        assert r["steps_per_worker"] == sim["steps_per_worker"], key
+    # protocol steps: the fixed-step figure of the same point
+    steps = tmp_path / "steps.parquet"
+    simulate_stage(
+        {**config, "simulation": sim | {"protocol": "steps"}}, workload, str(steps), WILDCARDS
+    )
+    fixed = pl.read_parquet(steps).filter(mode="async", workers=3).row(0, named=True)
+    params = SimParams.from_config(with_defaults(config))
+    net = grid_network(2e8, 2e-4)
+    want = predict_point(Workload.load(workload), net, 3, "tf_default", params)
+    assert fixed["protocol"] == "steps" and fixed["steps_per_s"] == want["steps_per_s"]
+    assert fixed["steps_per_s"] != steady["steps_per_s"]
+    db = tmp_path / "sgdsim.duckdb"
+    publish_stage(str(db), [], [str(out)], config)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        got = con.execute(
+            "SELECT protocol, converged, window_s, len(steps_per_s_windows) FROM predictions "
+            "WHERE mode = 'async' AND workers = 3"
+        ).fetchone()
+    finally:
+        con.close()
+    assert got == ("steady", True, steady["window_s"], 12)
+
+
 def test_cli_predict_defaults_are_the_schemas(tmp_path):
     workload = _workload(tmp_path)
-    r = CliRunner().invoke(main, ["predict", "--workload", workload, "-n", "2", "--json"])
-    assert r.exit_code == 0, r.output
-    cli = json.loads(r.output.strip())
+
+    def predict(*args: str) -> dict:
+        r = CliRunner().invoke(main, ["predict", "--workload", workload, "--json", *args])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output.strip())
+
     sim = schema()["properties"]["simulation"]["properties"]
-    assert cli["steps_per_worker"] == sim["steps_per_worker"]["default"]
-    assert cli["replications"] == sim["replications"]["default"]
-    assert cli["seed"] == schema()["properties"]["seed"]["default"]
+    rule = schema()["$defs"]["steady_rule"]["properties"]
+    steady, steps = predict("-n", "2"), predict("-n", "2", "--protocol", "steps")
+    assert sim["protocol"]["default"] == "steady" == steady["protocol"]
+    # the schema's rule decided: converged within its half-width, after its min_steps
+    assert steady["converged"] is True
+    assert steady["rel_half_width"] <= rule["rel_half_width"]["default"]
+    assert steady["window_s"] >= rule["check_every_s"]["default"]
+    assert steady["steps_per_worker"] > rule["min_steps"]["default"]
+    assert steps["protocol"] == "steps" and "window_s" not in steps
+    assert steps["steps_per_worker"] == sim["steps_per_worker"]["default"]
+    for row in (steady, steps):
+        assert row["replications"] == sim["replications"]["default"]
+        assert row["seed"] == schema()["properties"]["seed"]["default"]
 
 
 def test_cli_predict_refuses_out_of_range_options_in_the_users_units(tmp_path):
@@ -289,13 +357,14 @@ def test_a_job_started_together_is_predicted_in_lockstep_and_records_its_start(t
     )
     assert a["steps_per_s"] == at_once["steps_per_s"]
     assert b["steps_per_s"] > a["steps_per_s"] * 1.05
-    # the CLI's option gives the config's figure
+    # the CLI's option gives the config's figure (over the same steps)
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({**CONFIG, "simulation": sim}))
     path = tmp_path / "flat.json"
     workload.save(str(path))
     args = ["predict", "--workload", str(path), "--configfile", str(cfg), "-b", "1e8"]
     args += ["--latency-s", "1e-4", "-n", "3", "--start-window-s", "0", "--json"]
+    args += ["--protocol", "steps"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     cli = json.loads(r.output.strip().splitlines()[-1])

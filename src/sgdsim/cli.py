@@ -230,17 +230,22 @@ def check_config_cmd(configfiles: tuple[str, ...], base: str, schema: str | None
     )
 
 
-def _sim_params(configfile: str | None, **overrides: Any) -> Any:
-    """The :class:`~sgdsim.simulation.point.SimParams` of a config file (or of the
-    schema's defaults), with the options the user gave on top.
+def _sim_config(configfile: str | None) -> dict[str, Any]:
+    """A config file with its defaults filled in, or the schema's defaults.
 
     Raises:
         ConfigError: the file is not valid YAML or not a valid config (one line).
     """
     from sgdsim.config import defaults, load_yaml, with_defaults
+
+    return defaults() if configfile is None else with_defaults(load_yaml(configfile), configfile)
+
+
+def _sim_params(config: dict[str, Any], **overrides: Any) -> Any:
+    """The :class:`~sgdsim.simulation.point.SimParams` of a config of
+    :func:`_sim_config`, with the options the user gave on top."""
     from sgdsim.simulation.point import SimParams
 
-    config = defaults() if configfile is None else with_defaults(load_yaml(configfile), configfile)
     given = {k: v for k, v in overrides.items() if v is not None}
     return SimParams.from_config(config, **given)
 
@@ -488,7 +493,19 @@ def _with_joins(joins: dict[str, Any], workers: int, net: Any, params: Any) -> t
     "defaults, as config/config.yaml leaves them).",
 )
 @click.option("--workers-per-node", type=_WORKERS, default=None)
-@click.option("--steps", type=_STEPS, default=None, help="Steps per worker.")
+@click.option(
+    "--protocol",
+    type=click.Choice(["steady", "steps"]),
+    default=None,
+    help="Async N > 1: steady (run until the throughput converges, the long-run rate) or "
+    "steps (--steps steps from the start); default: the config's simulation.protocol (steady).",
+)
+@click.option(
+    "--steps",
+    type=_STEPS,
+    default=None,
+    help="Steps per worker (protocol steps, N = 1 and the synchronous modes).",
+)
 @click.option("--replications", type=click.IntRange(1, 1000), default=None)
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None)
 @click.option(
@@ -519,6 +536,7 @@ def predict(
     policy: str | None,
     configfile: str | None,
     workers_per_node: int | None,
+    protocol: str | None,
     steps: int | None,
     replications: int | None,
     seed: int | None,
@@ -537,10 +555,14 @@ def predict(
     from sgdsim.presets import network, resolve_network
     from sgdsim.reports import markdown_table
     from sgdsim.simulation import Workload
-    from sgdsim.simulation.point import predict_point
+    from sgdsim.simulation.point import grid_rule, predict_grid_point
 
+    config = _sim_config(configfile)
+    if protocol is not None:
+        config["simulation"]["protocol"] = protocol
+    rule = grid_rule(config)
     params = _sim_params(
-        configfile,
+        config,
         workers_per_node=workers_per_node,
         steps_per_worker=steps,
         replications=replications,
@@ -581,7 +603,7 @@ def predict(
             if joins is not None:
                 net, at_n = _with_joins(joins, n, net, params)
             try:
-                r = predict_point(w, net, n, policy, at_n, mode=mode)
+                r = predict_grid_point(w, net, n, policy, at_n, mode=mode, steady=rule)
             except ValueError as err:
                 raise click.ClickException(str(err)) from err
             if as_json:

@@ -137,12 +137,13 @@ def simulate_stage(
     """
     from sgdsim.progress import progress
     from sgdsim.simulation import Workload
-    from sgdsim.simulation.point import SimParams, predict_point
+    from sgdsim.simulation.point import SimParams, grid_rule, predict_grid_point
 
     cfg = config if defaults_filled else with_defaults(config)
     workload = Workload.load(workload_path)
     network, net = _grid_network(cfg, wildcards["network"])
     params = with_hardware(cfg, wildcards["hardware"], SimParams.from_config(cfg))
+    rule = grid_rule(cfg)
     points = grid_points(cfg, defaults_filled=True)
     rows: list[dict[str, Any]] = []
     for policy, mode, n in progress(points, desc=f"[simulate] {network.name}", unit="point"):
@@ -161,7 +162,7 @@ def simulate_stage(
                 "batch_size": workload.batch_size,
                 "workers_per_node": params.workers_per_node,
                 "ps_discipline": params.ps_discipline,
-                **predict_point(workload, network, n, policy, params, mode=mode),
+                **predict_grid_point(workload, network, n, policy, params, mode=mode, steady=rule),
             }
         )
     with atomic_path(out_path) as tmp:

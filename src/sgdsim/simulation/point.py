@@ -3,7 +3,9 @@
 The ``simulate`` and ``chrome_trace`` rules, the testbed predictions and
 ``sgdsim predict`` all build a :class:`SimParams` (from the config, whose
 defaults live in the schema) and call :func:`predict_point`, so the same point
-gives the same figure from every entry point.
+gives the same figure from every entry point; the ``simulate`` rule and
+``sgdsim predict`` through :func:`predict_grid_point`, under the grid's
+protocol (:func:`grid_rule`).
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ def predict_point(
     episodes: tuple[float, float, int] | None = None,
     steady: Any = None,
     trace: list[TraceRecord] | None = None,
+    by_phase: bool = True,
 ) -> dict[str, Any]:
     """Simulated metrics of one point, capped by the nodes' CPU (a flat record).
 
@@ -179,6 +182,8 @@ def predict_point(
             gains the columns of :func:`sgdsim.protocol.steady_columns` (of
             the first run).
         trace: if given, receives the first run's trace records.
+        by_phase: under ``steady`` without ``start_offsets_s``, a pair also
+            gets ``steps_per_s_by_phase`` (:func:`phase_rates`, six more runs).
 
     With ``params.phase_band`` an ``async`` point with N > 1 gains
     ``steps_per_s_lo`` and ``steps_per_s_hi`` (:func:`phase_band`); other
@@ -264,9 +269,62 @@ def predict_point(
     if mode == "async" and workers > 1:
         t0 = time.perf_counter()
         # a run from given starts (a replay) shares the point's rates by phase
-        split = steady is not None and start_offsets_s is None
+        split = by_phase and steady is not None and start_offsets_s is None
         _add_phase_columns(row, workload, network, workers, params, kw, slots, bound, split)
         row["sim_wall_s"] += time.perf_counter() - t0
+    return row
+
+
+def grid_rule(config: dict[str, Any]) -> Any:
+    """The :class:`~sgdsim.protocol.SteadyRule` grid points are predicted by
+    (``simulation.steady``), or None under ``simulation.protocol: steps``.
+
+    ``config`` has its defaults filled (:func:`sgdsim.config.with_defaults`)."""
+    from sgdsim.protocol import SteadyRule
+
+    sim = config["simulation"]
+    return SteadyRule(**sim["steady"]) if sim["protocol"] == "steady" else None
+
+
+#: Columns of a steady record that a grid row leaves out: per-step detail that
+#: grows with the window (the validation keeps it in ``testbed_predictions``).
+GRID_DROPPED = ("steps_in_window", "step_end_times")
+
+
+def predict_grid_point(
+    workload: Workload,
+    network: Network,
+    workers: int,
+    policy: str,
+    params: SimParams,
+    *,
+    mode: str = "async",
+    steady: Any = None,
+) -> dict[str, Any]:
+    """One point of the prediction grid (rule ``simulate``, ``sgdsim predict``):
+    :func:`predict_point`, an asynchronous point with N > 1 under ``steady``
+    (:func:`grid_rule`) when it is given, every other point over
+    ``params.steps_per_worker`` steps.
+
+    A steady row records ``protocol`` ``steady`` and the rule's estimate of its
+    first replication (``converged``, ``steps_per_s_half_width``,
+    ``rel_half_width``, ``window_s``, ``steps_per_s_windows``,
+    ``phase_distance``; :func:`sgdsim.protocol.steady_columns` less
+    :data:`GRID_DROPPED`); its ``steps_per_s`` is the mean over
+    ``params.replications`` runs from seeded random start phases, each scored
+    on its own converged (or ``max_s``) window. Other rows record ``protocol``
+    ``steps``.
+
+    Raises:
+        ValueError: as :func:`predict_point`.
+    """
+    rule = steady if mode == "async" and workers > 1 else None
+    row = predict_point(
+        workload, network, workers, policy, params, mode=mode, steady=rule, by_phase=False
+    )
+    for key in GRID_DROPPED:
+        row.pop(key, None)
+    row["protocol"] = "steps" if rule is None else "steady"
     return row
 
 

@@ -136,7 +136,14 @@ CREATE TABLE predictions (
     compute_slots    DOUBLE,            -- co-located workers computing at full speed at once (NULL: cores not shared)
     steps_per_s_lo   DOUBLE,            -- phase band, lower end: workers in lockstep (NULL: no band)
     steps_per_s_hi   DOUBLE,            -- phase band, upper end: the bottleneck bound, min(N X(1), PS NIC, CPU)
-    start_window_s   DOUBLE             -- async: workers after the first start within this many s of it (NULL: over one step, launched independently)
+    start_window_s   DOUBLE,            -- async: workers after the first start within this many s of it (NULL: over one step, launched independently)
+    protocol         VARCHAR,           -- steady: simulated until the batch-means rule converged (simulation.steady); steps: steps_per_worker steps (NULL: written before protocols)
+    converged        BOOLEAN,           -- steady: the rule held before max_s (first replication)
+    steps_per_s_half_width DOUBLE,      -- steady: half-width of the first replication's confidence interval, steps/s
+    rel_half_width   DOUBLE,            -- steady: steps_per_s_half_width / that replication's estimate
+    window_s         DOUBLE,            -- steady: seconds of the first replication's scored window
+    steps_per_s_windows DOUBLE[],       -- steady: steps/s of each batch of that window
+    phase_distance   DOUBLE             -- steady: median distance from a step end to the nearest other worker's, in steps (0 in phase, 0.5 a pair alternating)
 );
 
 -- One row per measured validation run: real TensorFlow training, asynchronous
