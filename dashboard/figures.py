@@ -86,6 +86,26 @@ def _rgba(color: str, alpha: float) -> str:
 MARKED_POINTS = 16
 
 
+def window_notes(df: pl.DataFrame) -> list[str]:
+    """Per row of ``predictions``, how its rate was simulated, for a hover: under
+    protocol ``steady`` (an asynchronous point with N > 1) the first run's
+    batch-means interval and whether the rule held, "" for other rows and for a
+    store written before the column (docs/steady-state.md, "The grid is
+    predicted the same way")."""
+    if "protocol" not in df.columns:
+        return [""] * df.height
+    notes = []
+    for r in df.select("protocol", "converged", "rel_half_width", "window_s").iter_rows():
+        protocol, converged, rel, window = r
+        if protocol != "steady" or rel is None or window is None:
+            notes.append("")
+        elif converged:
+            notes.append(f"<br>long-run rate: ± {100 * rel:.1f} % after {window:.0f} s")
+        else:
+            notes.append(f"<br>long-run rate: ± {100 * rel:.1f} %, cut at {window:.0f} s")
+    return notes
+
+
 def scaling_figure(
     df: pl.DataFrame,
     title: str,
@@ -163,8 +183,10 @@ def scaling_figure(
             )
         per_worker = (d["steps_per_s"] / d["workers"]).to_list()
         custom = [
-            [finite(s), finite(w), finite(e)]
-            for s, w, e in zip(d["samples_per_s"], per_worker, d["efficiency"], strict=True)
+            [finite(s), finite(w), finite(e), note]
+            for s, w, e, note in zip(
+                d["samples_per_s"], per_worker, d["efficiency"], window_notes(d), strict=True
+            )
         ]
         fig.add_trace(
             go.Scatter(
@@ -179,7 +201,7 @@ def scaling_figure(
                 hovertemplate=(
                     f"<b>{net}</b>: %{{customdata[0]:,.4g}} samples/s · "
                     "%{customdata[1]:.3g} steps/s per worker · "
-                    "efficiency %{customdata[2]:.0%}<extra></extra>"
+                    "efficiency %{customdata[2]:.0%}%{customdata[3]}<extra></extra>"
                 ),
             )
         )

@@ -214,6 +214,30 @@ def test_scaling_figure_lines_ideal_band_best_n_and_stable_colours():
         scaling_figure(df, "M", "nope")
 
 
+def test_scaling_hover_says_how_each_point_was_simulated():
+    """A steady row's hover gives its interval and whether the rule held; rows run
+    over fixed steps, and stores written before the column, get no note."""
+    df = curve("net", 1e9, [10.0, 18.0, 30.0, 31.0]).with_columns(
+        protocol=pl.Series(["steps", "steady", "steady", "steady"]),
+        converged=pl.Series([None, True, False, None], dtype=pl.Boolean),
+        rel_half_width=pl.Series([None, 0.021, 0.074, None]),
+        window_s=pl.Series([None, 41.0, 300.0, None]),
+    )
+    line = next(t for t in scaling_figure(df, "M").data if t.name == "net")
+    notes = [c[3] for c in line.customdata]
+    assert notes == [
+        "",
+        "<br>long-run rate: ± 2.1 % after 41 s",
+        "<br>long-run rate: ± 7.4 %, cut at 300 s",
+        "",
+    ]
+    assert "%{customdata[3]}" in line.hovertemplate
+    old = next(
+        t for t in scaling_figure(curve("net", 1e9, [1.0, 2.0]), "M").data if t.name == "net"
+    )
+    assert [c[3] for c in old.customdata] == ["", ""]
+
+
 def test_a_dense_scaling_curve_is_a_line_and_a_sparse_one_keeps_its_markers():
     from dashboard.figures import MARKED_POINTS
 
