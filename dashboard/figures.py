@@ -87,23 +87,15 @@ MARKED_POINTS = 16
 
 
 def window_notes(df: pl.DataFrame) -> list[str]:
-    """Per row of ``predictions``, how its rate was simulated, for a hover: under
-    protocol ``steady`` (an asynchronous point with N > 1) the first run's
-    batch-means interval and whether the rule held, "" for other rows and for a
-    store written before the column (docs/steady-state.md, "The grid is
-    predicted the same way")."""
+    """Per row of ``predictions``, how its rate was simulated, for a hover line
+    (:func:`sgdsim.protocol.describe_window`: a steady row's interval and
+    window); "" for other rows and for a store written before the columns."""
+    from sgdsim.protocol import describe_window
+
     if "protocol" not in df.columns:
         return [""] * df.height
-    notes = []
-    for r in df.select("protocol", "converged", "rel_half_width", "window_s").iter_rows():
-        protocol, converged, rel, window = r
-        if protocol != "steady" or rel is None or window is None:
-            notes.append("")
-        elif converged:
-            notes.append(f"<br>long-run rate: ± {100 * rel:.1f} % after {window:.0f} s")
-        else:
-            notes.append(f"<br>long-run rate: ± {100 * rel:.1f} %, cut at {window:.0f} s")
-    return notes
+    cols = df.select("protocol", "converged", "rel_half_width", "window_s").iter_rows()
+    return [f"<br>long-run rate: {d}" if (d := describe_window(*r)) else "" for r in cols]
 
 
 def scaling_figure(

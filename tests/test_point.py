@@ -148,6 +148,13 @@ def test_cli_predict_defaults_are_the_schemas(tmp_path):
     for row in (steady, steps):
         assert row["replications"] == sim["replications"]["default"]
         assert row["seed"] == schema()["properties"]["seed"]["default"]
+    # the table says how the long run was scored at N = 2, nothing at N = 1
+    r = CliRunner().invoke(main, ["predict", "--workload", workload, "-n", "1", "-n", "2"])
+    assert r.exit_code == 0, r.output
+    lines = {int(x.split("|")[2]): x for x in r.output.splitlines() if x.startswith("| 1e+09")}
+    assert "long run" in r.output.splitlines()[0]
+    assert lines[1].rstrip().endswith("|  |")
+    assert f"± {100 * steady['rel_half_width']:.1f} % after {steady['window_s']:.0f} s" in lines[2]
 
 
 def test_cli_predict_refuses_out_of_range_options_in_the_users_units(tmp_path):

@@ -12,6 +12,7 @@ from sgdsim.protocol import (
     batch_means_half_width,
     batch_trend,
     completed_steps,
+    describe_window,
     steady_estimate,
     steady_stop,
     steady_window_start,
@@ -258,3 +259,12 @@ def test_phase_profile_splits_a_pairs_time_and_rate_by_phase():
     assert short is not None and short[1][4] == pytest.approx(2.0)
     assert phase_profile([([a1], 40.0)]) is None  # one worker: no phase
     assert phase_profile([([[-3.0, -1.0], [-2.0, -0.5]], 40.0)]) is None  # nothing inside
+
+
+def test_describe_window_names_the_interval_and_whether_the_rule_held():
+    assert describe_window("steady", True, 0.021, 41.0) == "± 2.1 % after 41 s"
+    assert describe_window("steady", False, 0.074, 300.0) == "± 7.4 %, cut at 300 s"
+    # fixed-step rows, and rows of a store written before the columns, say nothing
+    assert describe_window("steps", None, None, None) == ""
+    assert describe_window(None, None, None, None) == ""
+    assert describe_window("steady", True, None, 41.0) == ""

@@ -553,6 +553,7 @@ def predict(
     Example: sgdsim predict --workload results/workloads/cpu/MobileNetV2.json -b 2.5e9 -n 3 -n 6
     """
     from sgdsim.presets import network, resolve_network
+    from sgdsim.protocol import describe_window
     from sgdsim.reports import markdown_table
     from sgdsim.simulation import Workload
     from sgdsim.simulation.point import grid_rule, predict_grid_point
@@ -611,6 +612,9 @@ def predict(
                 click.echo(json.dumps({**fields, **r}))
                 continue
             limit = "CPU" if r["steps_per_s"] < r["sim_steps_per_s"] else ""
+            window = describe_window(
+                r["protocol"], r.get("converged"), r.get("rel_half_width"), r.get("window_s")
+            )
             rows.append(
                 (
                     f"{e['bandwidth_bps']:.3g}" + (f" ({e['preset']})" if e["preset"] else ""),
@@ -622,6 +626,7 @@ def predict(
                     r["ps_down_util"],
                     r["blocked_fraction"],
                     limit,
+                    window,
                 )
             )
     if as_json:
@@ -638,6 +643,7 @@ def predict(
                 "PS down util",
                 "blocked",
                 "bound",
+                "long run (first seed)",
             ],
             rows,
         )

@@ -323,6 +323,24 @@ def still_moving(values: Sequence[float], min_change: float = MOVING_MIN_CHANGE)
     return trend[0] if trend is not None and is_moving(trend, min_change) else None
 
 
+def describe_window(
+    protocol: str | None,
+    converged: bool | None,
+    rel_half_width: float | None,
+    window_s: float | None,
+) -> str:
+    """How a record's rate was scored, in a few words: under protocol ``steady``
+    its interval and window ("± 2.1 % after 41 s", or "± 7.4 %, cut at 300 s"
+    where ``max_s`` ended the window before the rule held); "" for any other
+    record or missing values (a store written before the columns)."""
+    if protocol != "steady" or rel_half_width is None or window_s is None:
+        return ""
+    interval = f"± {100 * rel_half_width:.1f} %"
+    if converged:
+        return f"{interval} after {window_s:.0f} s"
+    return f"{interval}, cut at {window_s:.0f} s"
+
+
 def steady_estimate(
     step_end_times: Sequence[Sequence[float]], rule: SteadyRule, end: float | None = None
 ) -> SteadyEstimate | None:
