@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from sgdsim.cli import main
-from sgdsim.config import defaults, schema, with_defaults
+from sgdsim.config import check_config, defaults, schema, with_defaults
 from sgdsim.errors import ConfigError
 from sgdsim.pipeline.grid import chrome_trace_stage, simulate_stage
 from sgdsim.simulation import POLICIES, Workload
@@ -165,10 +165,10 @@ def test_cli_predict_refuses_out_of_range_options_in_the_users_units(tmp_path):
         assert "Traceback" not in r.output and bad[1] in r.output, r.output
 
 
-def test_cli_predict_takes_captured_joins_at_each_n_and_refuses_a_file_that_does_not_fit(
-    tmp_path,
-):
-    workload = _workload(tmp_path)
+def _joins_file(path: Path, bandwidth_bps: float = 2e8) -> Path:
+    """A joins JSON as sgdsim calibrate-joins writes it: at N = 2 every join 50 ms
+    late and each direction at half its rate while the other carries data; at
+    N = 4 joins on time and directions independent."""
 
     def at(n: int, delay_s: float) -> dict:
         row = {"workers": n, "draw": "gamma", "steps_per_s": 1.0}
@@ -183,12 +183,56 @@ def test_cli_predict_takes_captured_joins_at_each_n_and_refuses_a_file_that_does
     joins = {
         "status": "ok",
         "method": "skeleton capture",
-        "network": {"bandwidth_bps": 2e8, "queue": "fifo", "mtu": 1500},
+        "network": {"bandwidth_bps": bandwidth_bps, "queue": "fifo", "mtu": 1500},
         "joins_at": {"2": at(2, 0.05), "4": at(4, 0.0)},
         "two_way_share": {"2": [0.5, 0.5], "4": [1.0, 1.0]},
     }
-    path = tmp_path / "joins.json"
     path.write_text(json.dumps(joins))
+    return path
+
+
+def test_a_grid_network_takes_the_joins_it_names_as_predict_joins_does(tmp_path):
+    """networks[].joins: the async points with N > 1 of every model take the file's
+    joins at N (the one named for the model), as sgdsim predict --joins predicts
+    them; a missing file or one of another rate is one line naming the entry."""
+    workload = _workload(tmp_path)
+    _joins_file(tmp_path / "LeNet5.joins.json")
+    net = {"name": "n", "bandwidth_bps": 2e8, "latency_s": 2e-4}
+    joined = {**net, "joins": str(tmp_path / "{model}.joins.json")}
+    config = {**CONFIG, "workers": [1, 2], "networks": [joined]}
+    out, bare_out = tmp_path / "p.parquet", tmp_path / "bare.parquet"
+    simulate_stage(config, workload, str(out), WILDCARDS)
+    simulate_stage({**config, "networks": [net]}, workload, str(bare_out), WILDCARDS)
+    rows = {r["workers"]: r for r in pl.read_parquet(out).iter_rows(named=True)}
+    bare = {r["workers"]: r for r in pl.read_parquet(bare_out).iter_rows(named=True)}
+    assert rows[2]["joins_path"] == str(tmp_path / "LeNet5.joins.json")
+    assert rows[1]["joins_path"] is None and bare[2]["joins_path"] is None
+    assert rows[1]["steps_per_s"] == bare[1]["steps_per_s"]  # one worker joins no one
+    # late joins and a two-way share of a half slow the network-bound pair down
+    assert rows[2]["steps_per_s"] < 0.97 * bare[2]["steps_per_s"]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({**config, "networks": [net]}))
+    args = ["predict", "--workload", workload, "--configfile", str(cfg), "-n", "2", "--json"]
+    args += ["--latency-s", "2e-4", "--joins", str(tmp_path / "LeNet5.joins.json")]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output.strip())["steps_per_s"] == rows[2]["steps_per_s"]
+    # a file missing for a model, and one captured at another rate
+    other = {**config, "models": [{"name": "LeNet5"}, {"name": "MobileNetV2"}]}
+    with pytest.raises(
+        ConfigError, match=r"networks\[0\]\.joins \(n\): .*MobileNetV2\.joins\.json"
+    ):
+        check_config(other)
+    _joins_file(tmp_path / "LeNet5.joins.json", bandwidth_bps=1e9)
+    with pytest.raises(ConfigError, match=r"networks\[0\]\.joins .*captured at 1e\+09 bit/s"):
+        simulate_stage(config, workload, str(out), WILDCARDS)
+
+
+def test_cli_predict_takes_captured_joins_at_each_n_and_refuses_a_file_that_does_not_fit(
+    tmp_path,
+):
+    workload = _workload(tmp_path)
+    path = _joins_file(tmp_path / "joins.json")
 
     def steps(*args: str) -> dict[int, float]:
         r = CliRunner().invoke(main, ["predict", "--workload", workload, "--json", *args])

@@ -389,16 +389,12 @@ def calibrate_joins(
 def _read_joins(path: str, mode: str, bandwidth_bps: tuple[float, ...]) -> dict[str, Any]:
     """A joins JSON for ``predict --joins``, checked: one line naming the file and
     the fix where it is not one, or does not fit the prediction asked for."""
+    from sgdsim.pipeline.validation import read_joins
+
     try:
-        joins = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise click.BadParameter(f"{path}: not readable JSON ({e})", param_hint="--joins") from e
-    if not isinstance(joins, dict) or joins.get("status") != "ok" or "joins_at" not in joins:
-        raise click.BadParameter(
-            f"{path}: no captured joins (needs status ok and joins_at); write it with "
-            "sgdsim calibrate-joins",
-            param_hint="--joins",
-        )
+        joins = read_joins(path)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--joins") from e
     if mode != "async":
         raise click.BadParameter(
             f"joins apply to async workers, not to mode {mode}", param_hint="--joins"
@@ -415,23 +411,6 @@ def _read_joins(path: str, mode: str, bandwidth_bps: tuple[float, ...]) -> dict[
             param_hint="--joins",
         )
     return joins
-
-
-def _with_joins(joins: dict[str, Any], workers: int, net: Any, params: Any) -> tuple[Any, Any]:
-    """The network and parameters of N ``workers`` with the joins JSON's delays and
-    two-way share at that N (or at the nearest N it captured)."""
-    import dataclasses
-
-    from sgdsim.pipeline.validation import join_delay_in, joins_at_n, two_way_share_at
-
-    at = joins_at_n(joins, workers)
-    params = dataclasses.replace(
-        params,
-        pull_join_delay_s=join_delay_in(at, "pull"),
-        push_join_delay_s=join_delay_in(at, "push"),
-    )
-    share = two_way_share_at(joins, workers)
-    return (net if share is None else dataclasses.replace(net, two_way_share=share)), params
 
 
 @main.command()
@@ -552,6 +531,7 @@ def predict(
 
     Example: sgdsim predict --workload results/workloads/cpu/MobileNetV2.json -b 2.5e9 -n 3 -n 6
     """
+    from sgdsim.pipeline.validation import apply_joins
     from sgdsim.presets import network, resolve_network
     from sgdsim.protocol import describe_window
     from sgdsim.reports import markdown_table
@@ -602,7 +582,7 @@ def predict(
         for n in workers:
             net, at_n = network(e), params
             if joins is not None:
-                net, at_n = _with_joins(joins, n, net, params)
+                net, at_n = apply_joins(joins, n, net, params)
             try:
                 r = predict_grid_point(w, net, n, policy, at_n, mode=mode, steady=rule)
             except ValueError as err:

@@ -118,6 +118,16 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
                     "set simulation.chrome_traces: [] (a --configfile is merged into "
                     "config/config.yaml, whose simulation.chrome_traces it inherits)"
                 )
+    for i, net in enumerate(config.get("networks", [])):
+        path = net.get("joins")
+        for m in config.get("models", []) if path else []:
+            file = str(path).replace("{model}", m["name"])
+            if not Path(file).is_file():
+                raise ConfigError(
+                    f"{source}: networks[{i}].joins ({net['name']}): {file} (model {m['name']}) "
+                    "does not exist; write it with sgdsim calibrate-joins --out "
+                    f"{file}, or set joins: null"
+                )
     _check_validation(config, source, names)
     cost = config.get("cost", {})
     for key, table in (("hardware", "hardware"), ("networks", "networks")):

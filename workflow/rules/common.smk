@@ -1,5 +1,5 @@
 from sgdsim.config import check_config
-from sgdsim.pipeline.grid import grid_points
+from sgdsim.pipeline.grid import grid_points, joins_path
 from sgdsim.store import imported_tables_dirs
 
 check_config(config, "config (" + " + ".join(map(str, workflow.configfiles)) + ")")
@@ -46,6 +46,12 @@ def prediction_files():
 def grid_point_names(wildcards):
     """The policy/mode/N points a simulate job computes (a change re-runs it)."""
     return [f"{p}/{m}/w{n}" for p, m, n in grid_points(config)]
+
+
+def network_joins(wildcards):
+    """The joins JSON the network entry names for the model (networks[].joins), if any."""
+    path = joins_path(config, wildcards.network, wildcards.model)
+    return [] if path is None else [path]
 
 
 def chrome_trace_files():

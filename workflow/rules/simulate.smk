@@ -2,6 +2,7 @@ rule simulate:
     """Discrete-event simulation of every grid point (policy x mode x N) of one workload and network."""
     input:
         workload=rules.normalize.output.workload,
+        joins=network_joins,
     output:
         prediction="results/predictions/{hardware}/{model}/{network}.parquet",
     log:

@@ -74,6 +74,49 @@ def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any
     return network(raw, where), resolve_network(raw, where)
 
 
+def joins_path(config: dict[str, Any], network: str, model: str) -> str | None:
+    """The joins JSON the ``networks`` entry ``network`` names for ``model``
+    (``networks[].joins``, ``{model}`` replaced by its name), or None."""
+    raw: dict[str, Any] = next((e for e in config["networks"] if e["name"] == network), {})
+    path = raw.get("joins")
+    return None if not path else str(path).replace("{model}", model)
+
+
+def grid_joins(config: dict[str, Any], network: str, model: str) -> dict[str, Any] | None:
+    """The joins of ``model`` on the grid network ``network`` (:func:`joins_path`),
+    read and checked against the entry's rate; None where the entry names none.
+
+    Raises:
+        ConfigError: the file is not a joins JSON, or was captured at another
+            rate than the entry's ``bandwidth_bps`` (one line naming the entry,
+            the file and the fix).
+    """
+    import math
+
+    from sgdsim.pipeline.validation import read_joins
+    from sgdsim.presets import resolve_network
+
+    path = joins_path(config, network, model)
+    if path is None:
+        return None
+    i = next(i for i, e in enumerate(config["networks"]) if e["name"] == network)
+    where = f"config: networks[{i}].joins ({network}, model {model})"
+    try:
+        joins = read_joins(path)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    want = float(resolve_network(config["networks"][i], where)["bandwidth_bps"])
+    rate = (joins.get("network") or {}).get("bandwidth_bps")
+    if rate is None or not math.isclose(float(rate), want, rel_tol=1e-6):
+        said = "does not record its rate" if rate is None else f"was captured at {rate:g} bit/s"
+        raise ConfigError(
+            f"{where}: {path} {said}, not at the entry's {want:g} bit/s; capture it at that "
+            f"rate (sgdsim calibrate-joins -b {want:g}) or name another file"
+        )
+    joins["path"] = path
+    return joins
+
+
 def with_hardware(config: dict[str, Any], hardware: str, params: Any) -> Any:
     """``params`` (a :class:`~sgdsim.simulation.point.SimParams`) with the ``hardware``
     entry's workers per node for all-reduce (``gpus_per_node``) and the network
@@ -132,9 +175,16 @@ def simulate_stage(
     defaults filled in (Snakemake's ``validate`` did it), so the job skips
     doing it again, and importing jsonschema (about 0.1 s of a job's start).
 
+    A network entry with ``joins`` (:func:`grid_joins`) gives its async points
+    with N > 1 the file's join delays and two-way share at N
+    (:func:`sgdsim.pipeline.validation.apply_joins`); ``joins_path`` records
+    the file used (None elsewhere).
+
     Raises:
-        ConfigError: a mode that is not implemented.
+        ConfigError: a mode that is not implemented, or a joins file that does
+            not fit (:func:`grid_joins`).
     """
+    from sgdsim.pipeline.validation import apply_joins
     from sgdsim.progress import progress
     from sgdsim.simulation import Workload
     from sgdsim.simulation.point import SimParams, grid_rule, predict_grid_point
@@ -144,6 +194,7 @@ def simulate_stage(
     network, net = _grid_network(cfg, wildcards["network"])
     params = with_hardware(cfg, wildcards["hardware"], SimParams.from_config(cfg))
     rule = grid_rule(cfg)
+    joins = grid_joins(cfg, wildcards["network"], wildcards["model"])
     points = grid_points(cfg, defaults_filled=True)
     rows: list[dict[str, Any]] = []
     for policy, mode, n in progress(points, desc=f"[simulate] {network.name}", unit="point"):
@@ -151,6 +202,10 @@ def simulate_stage(
             # the compiled code and its types are loaded by now: the collector's full
             # passes skip those objects from here on (a tenth of a job's time)
             gc.freeze()
+        net_n, params_n, used = network, params, None
+        if joins is not None and mode == "async" and n > 1:
+            net_n, params_n = apply_joins(joins, n, network, params)
+            used = joins["path"]
         rows.append(
             {
                 "model": wildcards["model"],
@@ -162,7 +217,8 @@ def simulate_stage(
                 "batch_size": workload.batch_size,
                 "workers_per_node": params.workers_per_node,
                 "ps_discipline": params.ps_discipline,
-                **predict_grid_point(workload, network, n, policy, params, mode=mode, steady=rule),
+                "joins_path": used,
+                **predict_grid_point(workload, net_n, n, policy, params_n, mode=mode, steady=rule),
             }
         )
     with atomic_path(out_path) as tmp:

@@ -529,6 +529,43 @@ def joins_at_n(joins: dict[str, Any], workers: int) -> dict[str, Any]:
     return at[str(_nearest(map(int, at), workers))] if at else joins
 
 
+def read_joins(path: str | Path) -> dict[str, Any]:
+    """A joins JSON (``sgdsim calibrate-joins``, or the pipeline's
+    :func:`calibrate_push_join_stage` result), checked to hold captured joins.
+
+    Raises:
+        ValueError: not readable JSON, or no ``status: ok`` with ``joins_at``
+            (one line naming the file and the fix).
+    """
+    try:
+        joins = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not readable JSON ({e})") from e
+    if not isinstance(joins, dict) or joins.get("status") != "ok" or "joins_at" not in joins:
+        raise ValueError(
+            f"{path}: no captured joins (needs status ok and joins_at); write it with "
+            "sgdsim calibrate-joins"
+        )
+    return joins
+
+
+def apply_joins(joins: dict[str, Any], workers: int, network: Any, params: Any) -> tuple[Any, Any]:
+    """The network and :class:`~sgdsim.simulation.point.SimParams` of N async
+    ``workers`` with a joins JSON's pull and push join delays
+    (:func:`joins_at_n`, :func:`join_delay_in`) and two-way share
+    (:func:`two_way_share_at`, the network's
+    :attr:`~sgdsim.simulation.Network.two_way_share`) at that N, or at the
+    captured N nearest to it."""
+    at = joins_at_n(joins, workers)
+    params = dataclasses.replace(
+        params,
+        pull_join_delay_s=join_delay_in(at, "pull"),
+        push_join_delay_s=join_delay_in(at, "push"),
+    )
+    share = two_way_share_at(joins, workers)
+    return (network if share is None else dataclasses.replace(network, two_way_share=share)), params
+
+
 def _joins_row(joins: TrainingJoins) -> dict[str, Any]:
     """One capture's join delays as :func:`join_delay_in` reads them (JSON)."""
     row: dict[str, Any] = {

@@ -143,7 +143,8 @@ CREATE TABLE predictions (
     rel_half_width   DOUBLE,            -- steady: steps_per_s_half_width / that replication's estimate
     window_s         DOUBLE,            -- steady: seconds of the first replication's scored window
     steps_per_s_windows DOUBLE[],       -- steady: steps/s of each batch of that window
-    phase_distance   DOUBLE             -- steady: median distance from a step end to the nearest other worker's, in steps (0 in phase, 0.5 a pair alternating)
+    phase_distance   DOUBLE,            -- steady: median distance from a step end to the nearest other worker's, in steps (0 in phase, 0.5 a pair alternating)
+    joins_path       VARCHAR            -- async N > 1: the joins JSON whose join delays and two-way share the point took (networks[].joins; NULL: none)
 );
 
 -- One row per measured validation run: real TensorFlow training, asynchronous
