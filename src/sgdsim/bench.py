@@ -4,7 +4,9 @@ Run ``sgdsim bench --workload results/workloads/cpu/ResNet50.json``, or
 ``sgdsim bench`` alone for the synthetic ResNet-50 of :func:`synthetic_resnet50`.
 Each point is predicted exactly as the pipeline's ``simulate`` rule predicts
 it (:func:`~sgdsim.simulation.point.predict_point`: the policy's pull gap, the
-placement, the CPU bound), with one replication of ``steps_per_worker`` steps.
+placement, the CPU bound), with one replication of ``steps_per_worker`` steps
+(the pipeline's steady rule runs an async point with N > 1 for as many steps
+as its rate needs to converge; a fixed count keeps the figures comparable).
 Each configuration is run ``repeat`` times on one core and the fastest wall
 time is kept (the least disturbed by other load, as ``timeit`` advises).
 """
