@@ -229,8 +229,9 @@ def chrome_trace_stage(
     config: dict[str, Any], workload_path: str, out_path: str, wildcards: dict[str, str]
 ) -> None:
     """Write the synthetic execution trace (Chrome trace JSON) of one grid point:
-    the point as :func:`simulate_stage` predicts it, one run of the entry's
-    ``steps`` steps after one warm-up step."""
+    one run of the entry's ``steps`` steps after one warm-up step, with the
+    grid's simulation settings (not the steady rule's long run nor the
+    network's joins: a trace shows the steps of one start)."""
     from sgdsim.simulation import Workload
     from sgdsim.simulation.chrome_trace import TraceRecord, chrome_trace, write_chrome_trace
     from sgdsim.simulation.point import SimParams, predict_point
