@@ -395,7 +395,7 @@ def test_validation_view_and_report_set_the_profile_only_prediction_beside_the_c
     accuracy_report(db, out)
     # over the same two points: 17.5 % and 25 % without, 10 % and 10 % with the capture
     assert (
-        "From the profile alone (the 2 asynchronous points with N > 1 predicted with a "
+        "Without the join capture (the 2 asynchronous points with N > 1 predicted with a "
         in out.read_text().replace("\n", " ")
     )
     assert "MAPE 17.5 %, max error 25.0 % (with the capture: 10.0 %, 10.0 %)." in out.read_text()
@@ -405,7 +405,7 @@ def test_validation_view_and_report_set_the_profile_only_prediction_beside_the_c
     # a store without such points says nothing of it
     (tmp_path / "old").mkdir()
     accuracy_report(measured_store(tmp_path / "old"), out)
-    assert "From the profile alone" not in out.read_text()
+    assert "Without the join capture" not in out.read_text()
 
 
 def test_accuracy_report_sets_each_skeleton_capture_beside_its_simulation(tmp_path):

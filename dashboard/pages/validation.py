@@ -167,10 +167,10 @@ def update_validation(model: str | None, mode: str | None = "async") -> Any:
         "GROUP BY network, policy ORDER BY network, policy",
         [model or "", mode or ""],
     )
-    # the points predicted with a capture of the model training at N, predicted
-    # again from the profile alone (docs/validation.md, "From the profile alone")
-    # and the error beyond each steady measurement's own batch-means interval
-    head = ["network", "policy", "points", "MAPE %", "max error %", "from the profile alone"]
+    # the points predicted with a join capture, predicted again without it as the
+    # grid predicts (docs/validation.md, "From the profile alone") and the error
+    # beyond each steady measurement's own batch-means interval
+    head = ["network", "policy", "points", "MAPE %", "max error %", "without the join capture"]
     head.append("beyond the measured interval")
 
     def alone(m: float | None, x: float | None) -> str:

@@ -439,10 +439,11 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         if uncaptured and uncaptured[0]:
             k, a, x, a_cap, x_cap = uncaptured
             text += [
-                f"From the profile alone (the {k} asynchronous points with N > 1 predicted "
-                "with a capture of the model training at N, predicted again without it, as "
-                f"the grid predicts; `validation.profile_only_error_pct`): MAPE {a:.1f} %, "
-                f"max error {x:.1f} % (with the capture: {a_cap:.1f} %, {x_cap:.1f} %).",
+                f"Without the join capture (the {k} asynchronous points with N > 1 predicted "
+                "with a capture, predicted again without it, as the grid predicts a network "
+                "that names no joins; `validation.profile_only_error_pct`): MAPE "
+                f"{a:.1f} %, max error {x:.1f} % (with the capture: {a_cap:.1f} %, "
+                f"{x_cap:.1f} %).",
                 "",
             ]
         text += _interval_lines(points)

@@ -1133,13 +1133,13 @@ def predict_testbed_stage(
     ``start_offsets_s``: (R, N) start phases of a ``steady`` async point's R
     runs instead of the seeded ones (:func:`replay_testbed_stage`).
 
-    An async point with N > 1 predicted with a capture of the model training
-    at N (``"method": "training capture"``) is predicted once more without it
-    (``profile_only_steps_per_s``, ``profile_only_phase_distance``; NULL
-    otherwise, and in a replay): the one-worker profile and the network's own
-    calibration (CPU per byte, the pull race's join delay), no push join, a two-way
-    share of 1, no phase band. A user who cannot train the model at N gets that
-    prediction; the capture is a measurement of N workers training.
+    An async point with N > 1 predicted with a join capture (the skeleton's or
+    training's) is predicted once more without it (``profile_only_steps_per_s``,
+    ``profile_only_phase_distance``; NULL otherwise, and in a replay): the
+    one-worker profile and the network's own calibration (CPU per byte, the
+    pull race's join delay), no push join, a two-way share of 1, no phase band:
+    what the grid predicts for a network that names no joins
+    (``networks[].joins``), set beside the measurement.
 
     An async point whose N was itself captured running the skeleton
     (``"method": "skeleton capture"``, ``joins_at`` of N) also gets the
@@ -1188,8 +1188,8 @@ def predict_testbed_stage(
         push_delay = join_delay_in(at_n, "push")
         if joins.get("method") in METHODS.values():  # the model's own, from its capture
             pull_delay = join_delay_in(at_n, "pull")
-        # a capture of the model training at N is predicted again without it (below)
-        captured = joins.get("method") == METHODS["training"]
+        # a point predicted with a capture is predicted again without it (below)
+        captured = True
         two_way = two_way_share_at(joins, workers)
         if two_way is not None:
             network = dataclasses.replace(network, two_way_share=two_way)
