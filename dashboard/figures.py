@@ -14,7 +14,7 @@ import plotly.io as pio
 import polars as pl
 
 from dashboard.analysis import NEAR_PEAK, best_index, bottleneck, finite, with_band
-from sgdsim.protocol import still_moving
+from sgdsim.protocol import describe_window, still_moving
 from sgdsim.reports import PhaseSplit, phase_bin_names
 
 METRICS = {
@@ -90,8 +90,6 @@ def window_notes(df: pl.DataFrame) -> list[str]:
     """Per row of ``predictions``, how its rate was simulated, for a hover line
     (:func:`sgdsim.protocol.describe_window`: a steady row's interval and
     window); "" for other rows and for a store written before the columns."""
-    from sgdsim.protocol import describe_window
-
     if "protocol" not in df.columns:
         return [""] * df.height
     cols = df.select("protocol", "converged", "rel_half_width", "window_s").iter_rows()

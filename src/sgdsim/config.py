@@ -88,6 +88,13 @@ def defaults() -> dict[str, Any]:
     return out
 
 
+def joins_file(network: dict[str, Any], model: str) -> str | None:
+    """The joins JSON a ``networks[]`` entry names for ``model`` (its ``joins``,
+    ``{model}`` replaced by the model's name), or None where it names none."""
+    path = network.get("joins")
+    return None if not path else str(path).replace("{model}", model)
+
+
 def check_config(config: dict[str, Any], source: str = "config") -> None:
     """Raise :class:`ConfigError` naming the key and the fix for the first problem found."""
     for key in ("models", "hardware", "networks"):
@@ -119,10 +126,9 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
                     "config/config.yaml, whose simulation.chrome_traces it inherits)"
                 )
     for i, net in enumerate(config.get("networks", [])):
-        path = net.get("joins")
-        for m in config.get("models", []) if path else []:
-            file = str(path).replace("{model}", m["name"])
-            if not Path(file).is_file():
+        for m in config.get("models", []) if net.get("joins") else []:
+            file = joins_file(net, m["name"])
+            if file is not None and not Path(file).is_file():
                 raise ConfigError(
                     f"{source}: networks[{i}].joins ({net['name']}): {file} (model {m['name']}) "
                     "does not exist; write it with sgdsim calibrate-joins --out "

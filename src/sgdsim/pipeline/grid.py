@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from sgdsim.config import entry, with_defaults
+from sgdsim.config import entry, joins_file, with_defaults
 from sgdsim.errors import ConfigError
 from sgdsim.io import atomic_path
 
@@ -76,15 +76,16 @@ def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any
 
 def joins_path(config: dict[str, Any], network: str, model: str) -> str | None:
     """The joins JSON the ``networks`` entry ``network`` names for ``model``
-    (``networks[].joins``, ``{model}`` replaced by its name), or None."""
-    raw: dict[str, Any] = next((e for e in config["networks"] if e["name"] == network), {})
-    path = raw.get("joins")
-    return None if not path else str(path).replace("{model}", model)
+    (:func:`sgdsim.config.joins_file`), or None."""
+    return joins_file(next(e for e in config["networks"] if e["name"] == network), model)
 
 
-def grid_joins(config: dict[str, Any], network: str, model: str) -> dict[str, Any] | None:
-    """The joins of ``model`` on the grid network ``network`` (:func:`joins_path`),
-    read and checked against the entry's rate; None where the entry names none.
+def grid_joins(
+    config: dict[str, Any], network: str, model: str
+) -> tuple[str, dict[str, Any]] | None:
+    """The joins file of ``model`` on the grid network ``network`` (:func:`joins_path`)
+    and its contents, read and checked against the entry's rate; None where the
+    entry names none.
 
     Raises:
         ConfigError: the file is not a joins JSON, or was captured at another
@@ -96,16 +97,16 @@ def grid_joins(config: dict[str, Any], network: str, model: str) -> dict[str, An
     from sgdsim.pipeline.validation import read_joins
     from sgdsim.presets import resolve_network
 
-    path = joins_path(config, network, model)
+    i, entry = next((i, e) for i, e in enumerate(config["networks"]) if e["name"] == network)
+    path = joins_file(entry, model)
     if path is None:
         return None
-    i = next(i for i, e in enumerate(config["networks"]) if e["name"] == network)
     where = f"config: networks[{i}].joins ({network}, model {model})"
     try:
         joins = read_joins(path)
     except ValueError as e:
         raise ConfigError(f"{where}: {e}") from None
-    want = float(resolve_network(config["networks"][i], where)["bandwidth_bps"])
+    want = float(resolve_network(entry, where)["bandwidth_bps"])
     rate = (joins.get("network") or {}).get("bandwidth_bps")
     if rate is None or not math.isclose(float(rate), want, rel_tol=1e-6):
         said = "does not record its rate" if rate is None else f"was captured at {rate:g} bit/s"
@@ -113,8 +114,7 @@ def grid_joins(config: dict[str, Any], network: str, model: str) -> dict[str, An
             f"{where}: {path} {said}, not at the entry's {want:g} bit/s; capture it at that "
             f"rate (sgdsim calibrate-joins -b {want:g}) or name another file"
         )
-    joins["path"] = path
-    return joins
+    return path, joins
 
 
 def with_hardware(config: dict[str, Any], hardware: str, params: Any) -> Any:
@@ -204,8 +204,8 @@ def simulate_stage(
             gc.freeze()
         net_n, params_n, used = network, params, None
         if joins is not None and mode == "async" and n > 1:
-            net_n, params_n = apply_joins(joins, n, network, params)
-            used = joins["path"]
+            used, captured = joins
+            net_n, params_n = apply_joins(captured, n, network, params)
         rows.append(
             {
                 "model": wildcards["model"],

@@ -1175,12 +1175,12 @@ def predict_testbed_stage(
         net_cpu = float(cal["network_cpu_s_per_byte"])
         pull_delay = JoinDelay.of(float(cal.get("pull_join_delay_s", 0.0)))
         overhead = _message_overhead(cal, workers)
-    # what a user has without training the model at N: the network's own calibration
+    # what a grid network without joins has: the network's own calibration
     network_only, race_pull = network, pull_delay
-    captured = False
+    capture = None if network.name == LOOPBACK_FIT else push_calibration_path
     skeleton_at_n: dict[str, Any] | None = None  # this N's own skeleton capture
-    if push_calibration_path is not None and network.name != LOOPBACK_FIT:
-        joins = json.loads(Path(push_calibration_path).read_text())
+    if capture is not None:
+        joins = json.loads(Path(capture).read_text())
         steals.append(joins.get("host_cpu_steal"))
         at_n = joins_at_n(joins, workers)
         if joins.get("method") == METHODS["skeleton"] and at_n.get("workers") == workers:
@@ -1188,8 +1188,6 @@ def predict_testbed_stage(
         push_delay = join_delay_in(at_n, "push")
         if joins.get("method") in METHODS.values():  # the model's own, from its capture
             pull_delay = join_delay_in(at_n, "pull")
-        # a point predicted with a capture is predicted again without it (below)
-        captured = True
         two_way = two_way_share_at(joins, workers)
         if two_way is not None:
             network = dataclasses.replace(network, two_way_share=two_way)
@@ -1269,8 +1267,9 @@ def predict_testbed_stage(
         "skeleton_steps_per_s": None,
         "skeleton_phase_distance": None,
     }
-    if captured and mode == "async" and workers > 1 and start_offsets_s is None:
-        # the same point without the capture: how the grid predicts (docs/validation.md)
+    if capture is not None and mode == "async" and workers > 1 and start_offsets_s is None:
+        # the same point without the capture: how the grid predicts a network
+        # that names no joins (docs/validation.md)
         no_push = JoinDelay((0.0,))
         bare = dataclasses.replace(
             params, pull_join_delay_s=race_pull, push_join_delay_s=no_push, phase_band=False
