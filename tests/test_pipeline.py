@@ -569,3 +569,56 @@ def test_hardware_resources_reach_the_profile_job(tmp_path: Path):
     assert "gres=gpu:1," in v100
     (a100,) = [x for x in lines if "gpu=2" in x]
     assert "gres=gpu:a100:2," in a100
+
+
+@pytest.mark.slow
+def test_grid_network_with_joins_capture_is_captured_and_predicted_with_them(
+    tiny_run: Path, tmp_path: Path
+):
+    from sgdsim.testbed import check_available
+    from sgdsim.testbed.capture import tcpdump_missing
+
+    why = check_available() or tcpdump_missing()
+    if why is not None:
+        pytest.skip(f"the grid's own join capture needs the testbed: {why}")
+    wd = tmp_path / "wd"
+    shutil.copytree(tiny_run, wd)  # with .snakemake: the set of inputs is what changes
+    cfg = tiny_config()
+    cfg["networks"][0]["joins"] = "capture"  # 100Mbps; 1Gbps stays bare
+    (wd / "capture.yaml").write_text(yaml.safe_dump(cfg))
+    gigabit = wd / "results" / "predictions" / "cpu" / "LeNet5" / "1Gbps.parquet"
+    before = gigabit.stat().st_mtime_ns
+    args = ("--cores", "2", "--configfile", "capture.yaml")
+    dry = snakemake(wd, *args, "-n")
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-3000:]
+    assert "rule capture_joins:" in out and "rule profile:" not in out
+    r = snakemake(wd, *args)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    path = "results/joins/cpu/LeNet5/100Mbps.json"
+    joins = json.loads((wd / path).read_text())
+    assert joins["status"] == "ok" and joins["method"] == "skeleton capture"
+    assert joins["network"]["bandwidth_bps"] == 1e8 and joins["network"]["queue"] == "fair"
+    assert sorted(joins["joins_at"]) == ["2", "4"]  # every grid N >= 2 up to 4
+    # a lone pull ran at the emulated rate (12.5 MB/s of payload, headers counted)
+    assert 0.8 * 12.5e6 < joins["saturated_Bps"] < 1.2 * 12.5e6
+    con = duckdb.connect(str(wd / "results" / "sgdsim.duckdb"), read_only=True)
+    rows = con.execute(
+        "SELECT network, workers, joins_path, steps_per_s FROM predictions "
+        "WHERE mode = 'async' AND policy = 'tf_default' ORDER BY network, workers"
+    ).fetchall()
+    old = duckdb.connect(str(tiny_run / "results" / "sgdsim.duckdb"), read_only=True)
+    bare = dict(
+        ((n, w), s)
+        for n, w, s in old.execute(
+            "SELECT network, workers, steps_per_s FROM predictions "
+            "WHERE mode = 'async' AND policy = 'tf_default'"
+        ).fetchall()
+    )
+    for network, workers, used, rate in rows:
+        if network == "100Mbps" and workers > 1:
+            assert used == path
+        else:  # one worker joins no one; the other network names no joins
+            assert used is None and rate == bare[(network, workers)]
+    assert gigabit.stat().st_mtime_ns == before  # its simulate job did not run again
+    assert "Nothing to be done" in snakemake(wd, *args, "-n").stdout

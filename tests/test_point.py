@@ -469,3 +469,38 @@ def test_a_steady_pair_records_its_simulated_step_at_every_phase(tmp_path):
     assert max(x for x in rates if x is not None) <= row["steps_per_s_hi"] * 1.01
     three = predict_point(workload, network, 3, "tf_default", params, steady=rule)
     assert "steps_per_s_by_phase" not in three
+
+
+def test_capture_workers_of_the_grid_are_its_n_from_2_up_to_4():
+    from sgdsim.pipeline.grid import capture_workers_grid
+
+    assert capture_workers_grid({"workers": [1, 2, 4, 8, 16]}) == [2, 4]
+    assert capture_workers_grid({"workers": [3, 64]}) == [3, 4]
+    assert capture_workers_grid({"workers": [8, 16]}) == [4]
+    assert capture_workers_grid({"workers": [1]}) == []
+
+
+def _capture_config() -> dict:
+    net = {"name": "n", "bandwidth_bps": 2e8, "latency_s": 2e-4, "joins": "capture"}
+    return {**CONFIG, "workers": [1, 2], "networks": [net]}
+
+
+def test_joins_capture_names_the_rule_s_file_and_needs_no_file_beforehand():
+    from sgdsim.config import joins_file
+
+    cfg = _capture_config()
+    check_config(cfg)  # the capture writes the file; nothing to find before the run
+    assert joins_file(cfg["networks"][0], "LeNet5", "cpu") == "results/joins/cpu/LeNet5/n.json"
+
+
+def test_joins_capture_without_the_testbed_stops_with_one_line(monkeypatch, tmp_path):
+    import sgdsim.testbed
+    from sgdsim.pipeline.grid import capture_joins_stage
+
+    monkeypatch.setattr(sgdsim.testbed, "check_available", lambda: "no root here")
+    out = tmp_path / "joins.json"
+    with pytest.raises(ConfigError) as e:
+        capture_joins_stage(_capture_config(), "unused.json", str(out), "n", "cpu", "LeNet5")
+    msg = str(e.value)
+    assert "networks[0].joins" in msg and "no root here" in msg and "\n" not in msg
+    assert not out.exists()

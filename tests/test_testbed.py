@@ -828,9 +828,9 @@ def test_a_validation_network_sets_its_own_queueing_regime(tmp_path):
     from sgdsim.pipeline.validation import (
         _testbed_network,
         _validation_buffer,
-        _validation_link,
         _validation_mtu,
         _validation_queue,
+        validation_link,
     )
     from sgdsim.testbed.netns import tbf_params
 
@@ -850,8 +850,8 @@ def test_a_validation_network_sets_its_own_queueing_regime(tmp_path):
     assert _validation_buffer(config, plain) == tbf_params(1e8, 9000, None)[1]
     assert (_validation_mtu(config, shallow), _validation_queue(config, shallow)) == (1500, "fifo")
     assert _validation_buffer(config, shallow) == 62_500
-    assert _validation_link(config, plain) == Link(9000, "fair", None, None)  # None: defaults
-    assert _validation_link(config, shallow) == Link(1500, "fifo", 62_500, "reno")
+    assert validation_link(config, plain) == Link(9000, "fair", None, None)  # None: defaults
+    assert validation_link(config, shallow) == Link(1500, "fifo", 62_500, "reno")
     # the prediction sees each network's own frames
     for net, mtu in ((plain, 9000), (shallow, 1500)):
         seen = _testbed_network(config, net, str(tmp_path))

@@ -345,8 +345,7 @@ def calibrate_joins(
     Example: sudo sgdsim calibrate-joins --workload results/workloads/cpu/MobileNetV2.json
     -b 1e8 --queue fifo --buffer-bytes 2500000 --mtu 1500 --out joins.json
     """
-    from sgdsim.io import atomic_path
-    from sgdsim.pipeline.validation import join_calibration
+    from sgdsim.pipeline.validation import join_calibration, write_joins
     from sgdsim.profiling import ProfileSpec
     from sgdsim.simulation import Workload
     from sgdsim.testbed import check_available
@@ -373,15 +372,7 @@ def calibrate_joins(
         spec, workload_path, bandwidth_bps, link, sorted(set(workers)), capture_s,
         label=f"{bandwidth_bps:g} bit/s {queue}", runs=runs,
     )  # fmt: skip
-    network = {
-        "bandwidth_bps": bandwidth_bps,
-        "queue": queue,
-        "buffer_bytes": buffer_bytes,
-        "mtu": mtu,
-        "congestion_control": congestion_control,
-    }
-    with atomic_path(out) as tmp:
-        Path(tmp).write_text(json.dumps({"status": "ok", "network": network, **row}, indent=1))
+    write_joins(out, bandwidth_bps, link, row)
     said = ", ".join(f"N = {n}: {j['steps_per_s']:.3g} steps/s" for n, j in row["joins_at"].items())
     click.echo(f"{out}: the joins of {said}")
 

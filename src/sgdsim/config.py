@@ -88,11 +88,21 @@ def defaults() -> dict[str, Any]:
     return out
 
 
-def joins_file(network: dict[str, Any], model: str) -> str | None:
-    """The joins JSON a ``networks[]`` entry names for ``model`` (its ``joins``,
-    ``{model}`` replaced by the model's name), or None where it names none."""
+#: ``networks[].joins`` value by which the pipeline captures the joins itself.
+JOINS_CAPTURE = "capture"
+
+
+def joins_file(network: dict[str, Any], model: str, hardware: str) -> str | None:
+    """The joins JSON a ``networks[]`` entry names for ``model`` on ``hardware``:
+    its ``joins`` with ``{model}`` replaced by the model's name; with ``joins:
+    capture`` the file the pipeline's rule ``capture_joins`` writes
+    (``results/joins/{hardware}/{model}/{network}.json``); None where it names none."""
     path = network.get("joins")
-    return None if not path else str(path).replace("{model}", model)
+    if not path:
+        return None
+    if path == JOINS_CAPTURE:
+        return f"results/joins/{hardware}/{model}/{network['name']}.json"
+    return str(path).replace("{model}", model)
 
 
 def check_config(config: dict[str, Any], source: str = "config") -> None:
@@ -126,8 +136,9 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
                     "config/config.yaml, whose simulation.chrome_traces it inherits)"
                 )
     for i, net in enumerate(config.get("networks", [])):
-        for m in config.get("models", []) if net.get("joins") else []:
-            file = joins_file(net, m["name"])
+        named = net.get("joins") not in (None, JOINS_CAPTURE)
+        for m in config.get("models", []) if named else []:
+            file = joins_file(net, m["name"], "")
             if file is not None and not Path(file).is_file():
                 raise ConfigError(
                     f"{source}: networks[{i}].joins ({net['name']}): {file} (model {m['name']}) "

@@ -49,8 +49,9 @@ def grid_point_names(wildcards):
 
 
 def network_joins(wildcards):
-    """The joins JSON the network entry names for the model (networks[].joins), if any."""
-    path = joins_path(config, wildcards.network, wildcards.model)
+    """The joins JSON the network entry names for the model (networks[].joins), if any;
+    with joins: capture the file of rule capture_joins."""
+    path = joins_path(config, wildcards.network, wildcards.model, wildcards.hardware)
     return [] if path is None else [path]
 
 

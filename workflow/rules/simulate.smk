@@ -22,6 +22,24 @@ rule simulate:
         "../scripts/simulate.py"
 
 
+rule capture_joins:
+    """Per model and grid network with joins: capture: how late a push or pull that joins others' gets its share, and the two-way share, from a capture of the PS's port while N processes run the profiled step's skeleton on the network's emulated NICs."""
+    input:
+        workload=rules.normalize.output.workload,
+    output:
+        joins="results/joins/{hardware}/{model}/{network}.json",
+    log:
+        "results/logs/capture_joins/{hardware}/{model}/{network}.log",
+    conda:
+        "../../environment.yml"
+    threads: node_cores  # alone on the node: the workers' timing is what it measures
+    resources:
+        mem_mb=2000,
+        runtime=join_runtime,
+    script:
+        "../scripts/capture_joins.py"
+
+
 rule chrome_trace:
     """Synthetic multi-worker execution trace of one grid point (Chrome trace JSON)."""
     input:

@@ -74,14 +74,15 @@ def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any
     return network(raw, where), resolve_network(raw, where)
 
 
-def joins_path(config: dict[str, Any], network: str, model: str) -> str | None:
-    """The joins JSON the ``networks`` entry ``network`` names for ``model``
-    (:func:`sgdsim.config.joins_file`), or None."""
-    return joins_file(next(e for e in config["networks"] if e["name"] == network), model)
+def joins_path(config: dict[str, Any], network: str, model: str, hardware: str) -> str | None:
+    """The joins JSON the ``networks`` entry ``network`` names for ``model`` on
+    ``hardware`` (:func:`sgdsim.config.joins_file`), or None."""
+    entry = next(e for e in config["networks"] if e["name"] == network)
+    return joins_file(entry, model, hardware)
 
 
 def grid_joins(
-    config: dict[str, Any], network: str, model: str
+    config: dict[str, Any], network: str, model: str, hardware: str
 ) -> tuple[str, dict[str, Any]] | None:
     """The joins file of ``model`` on the grid network ``network`` (:func:`joins_path`)
     and its contents, read and checked against the entry's rate; None where the
@@ -98,7 +99,7 @@ def grid_joins(
     from sgdsim.presets import resolve_network
 
     i, entry = next((i, e) for i, e in enumerate(config["networks"]) if e["name"] == network)
-    path = joins_file(entry, model)
+    path = joins_file(entry, model, hardware)
     if path is None:
         return None
     where = f"config: networks[{i}].joins ({network}, model {model})"
@@ -115,6 +116,95 @@ def grid_joins(
             f"rate (sgdsim calibrate-joins -b {want:g}) or name another file"
         )
     return path, joins
+
+
+#: Most workers the pipeline's own join capture (``networks[].joins: capture``)
+#: runs at once: N processes and the PS share one machine's cores, so a grid
+#: point at a larger N takes N = 4's joins (the nearest captured N,
+#: :func:`sgdsim.pipeline.validation.joins_at_n`).
+CAPTURE_MAX_WORKERS = 4
+
+#: Least share of the network's rate the capture's port must carry at saturation
+#: for its joins to be the network's (the machine's CPU caps what it emulates).
+CAPTURE_MIN_RATE_SHARE = 0.8
+
+
+def capture_workers_grid(config: dict[str, Any]) -> list[int]:
+    """The N at which rule ``capture_joins`` captures: every N ≥ 2 of the grid's
+    ``workers`` up to :data:`CAPTURE_MAX_WORKERS`, and that many where the grid
+    holds only larger N (empty: the grid has no N ≥ 2)."""
+    ns = [int(n) for n in config["workers"] if int(n) >= 2]
+    if not ns:
+        return []
+    return sorted({min(n, CAPTURE_MAX_WORKERS) for n in ns})
+
+
+def capture_joins_stage(
+    config: dict[str, Any],
+    workload_path: str,
+    out_path: str,
+    network: str,
+    hardware: str,
+    model: str,
+) -> None:
+    """Capture one model's joins on the grid network ``network`` (``joins: capture``; JSON).
+
+    What ``sgdsim calibrate-joins`` writes, for the network's entry: at each N of
+    :func:`capture_workers_grid`, N processes run the skeleton of the profiled
+    step (its pulls and pushes through a real TensorFlow PS, its compute as
+    waits; :func:`sgdsim.pipeline.validation.join_calibration`) on emulated
+    NICs of the entry's ``bandwidth_bps``, queued as ``simulation.ps_discipline``
+    says (``fair``, or ``fifo`` with ``validation.buffer_bytes``), with
+    ``validation``'s ``mtu`` and ``congestion_control``, for up to
+    ``validation.join_capture_s`` seconds each (``join_capture_runs`` pooled),
+    while the PS's port is captured. The simulate job of the network then takes
+    the joins and two-way share at each N (:func:`grid_joins`).
+
+    Raises:
+        ConfigError: the machine cannot run the emulated testbed (root,
+            iproute2, tcpdump), or its emulation did not reach
+            :data:`CAPTURE_MIN_RATE_SHARE` of the entry's rate in a pull that ran
+            alone (:func:`sgdsim.testbed.capture.saturated_rate`; one line naming
+            the entry and the fix); nothing is written.
+        MeasurementError: the workers' run failed.
+    """
+    import math
+
+    from sgdsim.pipeline.validation import join_calibration, validation_link, write_joins
+    from sgdsim.testbed import check_available
+    from sgdsim.testbed.capture import tcpdump_missing
+
+    cfg = with_defaults(config)
+    _, net = _grid_network(cfg, network)
+    i = next(i for i, e in enumerate(cfg["networks"]) if e["name"] == network)
+    where = f"config: networks[{i}].joins ({network}): capture"
+    why = check_available() or tcpdump_missing()
+    if why is not None:
+        raise ConfigError(f"{where} needs the emulated testbed: {why}; or name a joins file")
+    link = validation_link(cfg, {"queue": cfg["simulation"]["ps_discipline"]})
+    rate = float(net["bandwidth_bps"])
+    row = join_calibration(
+        profile_spec(cfg, hardware, model),
+        workload_path,
+        rate,
+        link,
+        capture_workers_grid(cfg),
+        float(cfg["validation"]["join_capture_s"]),
+        label=network,
+        runs=int(cfg["validation"]["join_capture_runs"]),
+    )
+    # a lone pull is bounded by the link, or by the machine where it cannot emulate
+    # the rate (None: no pull ran alone, nothing to compare)
+    saturated = row.get("saturated_Bps")
+    reached = math.inf if saturated is None else 8.0 * float(saturated)
+    if reached < CAPTURE_MIN_RATE_SHARE * rate:
+        raise ConfigError(
+            f"{where}: this machine's emulated port carried {reached:.3g} bit/s at most, "
+            f"under {CAPTURE_MIN_RATE_SHARE:.0%} of the entry's {rate:.3g} bit/s, so its "
+            "joins would not be this network's; capture on a faster machine (sgdsim "
+            "calibrate-joins) and name the file, or set joins: null"
+        )
+    write_joins(out_path, rate, link, row)
 
 
 def with_hardware(config: dict[str, Any], hardware: str, params: Any) -> Any:
@@ -194,7 +284,7 @@ def simulate_stage(
     network, net = _grid_network(cfg, wildcards["network"])
     params = with_hardware(cfg, wildcards["hardware"], SimParams.from_config(cfg))
     rule = grid_rule(cfg)
-    joins = grid_joins(cfg, wildcards["network"], wildcards["model"])
+    joins = grid_joins(cfg, wildcards["network"], wildcards["model"], wildcards["hardware"])
     points = grid_points(cfg, defaults_filled=True)
     rows: list[dict[str, Any]] = []
     for policy, mode, n in progress(points, desc=f"[simulate] {network.name}", unit="point"):

@@ -87,7 +87,7 @@ def _link(config: dict[str, Any], net: dict[str, Any], key: str) -> Any:
     return net[key] if key in net else config["validation"][key]
 
 
-def _validation_link(config: dict[str, Any], net: dict[str, Any]) -> Link:
+def validation_link(config: dict[str, Any], net: dict[str, Any]) -> Link:
     """The testbed's links for ``net``: its own ``mtu`` (bytes), ``queue``,
     ``buffer_bytes`` (bytes; None: the testbed's default for the rate) and
     ``congestion_control`` (None: the machine's default), each else
@@ -638,7 +638,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
 
         total = 2 + len(ring)
         # the NICs the measurements of this network get
-        link = _validation_link(config, net)
+        link = validation_link(config, net)
         with (
             HostCpu() as host,
             progress(desc=f"[calibrate] {net['name']}", total=total, unit="calibration") as done,
@@ -854,6 +854,22 @@ def join_calibration(
     return row
 
 
+def write_joins(out_path: str, bandwidth_bps: float, link: Any, row: dict[str, Any]) -> None:
+    """Write a joins JSON (what ``sgdsim calibrate-joins`` and rule ``capture_joins``
+    write, :func:`read_joins` reads): ``status`` ok, the ``network`` captured (its
+    rate in bit/s and ``link``'s queue, buffer in bytes, MTU in bytes and TCP), and
+    the fields of :func:`join_calibration`'s ``row``; atomically (nothing partial)."""
+    network = {
+        "bandwidth_bps": float(bandwidth_bps),
+        "queue": link.queue,
+        "buffer_bytes": link.buffer_bytes,
+        "mtu": link.mtu,
+        "congestion_control": link.congestion_control,
+    }
+    with atomic_path(out_path) as tmp:
+        Path(tmp).write_text(json.dumps({"status": "ok", "network": network, **row}, indent=1))
+
+
 def calibrate_push_join_stage(
     config: dict[str, Any],
     workload_path: str,
@@ -933,7 +949,7 @@ def calibrate_push_join_stage(
             profile_spec(config, hardware, model),
             workload_path,
             float(net["bandwidth_bps"]),
-            _validation_link(config, net),
+            validation_link(config, net),
             sorted(ns),
             float(config["validation"]["join_capture_s"]),
             method=method,
