@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,11 +90,26 @@ MARKED_POINTS = 16
 def window_notes(df: pl.DataFrame) -> list[str]:
     """Per row of ``predictions``, how its rate was simulated, for a hover line
     (:func:`sgdsim.protocol.describe_window`: a steady row's interval and
-    window); "" for other rows and for a store written before the columns."""
-    if "protocol" not in df.columns:
-        return [""] * df.height
-    cols = df.select("protocol", "converged", "rel_half_width", "window_s").iter_rows()
-    return [f"<br>long-run rate: {d}" if (d := describe_window(*r)) else "" for r in cols]
+    window; where the store has ``joins_path``, whether an async row with N > 1
+    took a network's join capture, ``networks[].joins``, or is the bare
+    simulator's, whose workers drift into phase and read low where real ones
+    alternate: docs/model.md); "" for other rows and for a store written before
+    the columns."""
+    notes = [""] * df.height
+    if "protocol" in df.columns:
+        cols = df.select("protocol", "converged", "rel_half_width", "window_s").iter_rows()
+        notes = [f"<br>long-run rate: {d}" if (d := describe_window(*r)) else "" for r in cols]
+    if {"joins_path", "mode"} <= set(df.columns):
+        rows = df.select("mode", "workers", "joins_path").iter_rows()
+        for i, (mode, n, path) in enumerate(rows):
+            if mode == "async" and n > 1:
+                said = (
+                    f"captured ({Path(path).name})"
+                    if path
+                    else "none, bare simulator (may read low)"
+                )
+                notes[i] += f"<br>joins: {said}"
+    return notes
 
 
 def scaling_figure(

@@ -238,6 +238,22 @@ def test_scaling_hover_says_how_each_point_was_simulated():
     assert [c[3] for c in old.customdata] == ["", ""]
 
 
+def test_scaling_hover_says_whether_async_points_took_a_join_capture():
+    """networks[].joins: an async row with N > 1 names the capture it took, or says
+    it is the bare simulator's; one worker (it joins no one) and sync rows say nothing."""
+    df = curve("net", 1e9, [10.0, 18.0, 30.0, 31.0]).with_columns(
+        mode=pl.Series(["async", "async", "async", "sync_ps"]),
+        joins_path=pl.Series([None, "results/joins/cpu/M/net.json", None, None]),
+    )
+    line = next(t for t in scaling_figure(df, "M").data if t.name == "net")
+    assert [c[3] for c in line.customdata] == [
+        "",
+        "<br>joins: captured (net.json)",
+        "<br>joins: none, bare simulator (may read low)",
+        "",
+    ]
+
+
 def test_a_dense_scaling_curve_is_a_line_and_a_sparse_one_keeps_its_markers():
     from dashboard.figures import MARKED_POINTS
 
