@@ -584,7 +584,8 @@ def test_grid_network_with_joins_capture_is_captured_and_predicted_with_them(
     wd = tmp_path / "wd"
     shutil.copytree(tiny_run, wd)  # with .snakemake: the set of inputs is what changes
     cfg = tiny_config()
-    cfg["networks"][0]["joins"] = "capture"  # 100Mbps; 1Gbps stays bare
+    # 100Mbps through a shallow FIFO switch port; 1Gbps stays bare
+    cfg["networks"][0] |= {"joins": "capture", "queue": "fifo", "buffer_bytes": 62_500}
     (wd / "capture.yaml").write_text(yaml.safe_dump(cfg))
     gigabit = wd / "results" / "predictions" / "cpu" / "LeNet5" / "1Gbps.parquet"
     before = gigabit.stat().st_mtime_ns
@@ -598,7 +599,14 @@ def test_grid_network_with_joins_capture_is_captured_and_predicted_with_them(
     path = "results/joins/cpu/LeNet5/100Mbps.json"
     joins = json.loads((wd / path).read_text())
     assert joins["status"] == "ok" and joins["method"] == "skeleton capture"
-    assert joins["network"]["bandwidth_bps"] == 1e8 and joins["network"]["queue"] == "fair"
+    assert joins["network"] == {
+        "bandwidth_bps": 1e8,
+        "queue": "fifo",
+        "buffer_bytes": 62_500,
+        "mtu": 9000,  # validation's
+        "congestion_control": None,
+    }
+    assert joins["draw"] == "joins"  # through a FIFO the measured joins themselves
     assert sorted(joins["joins_at"]) == ["2", "4"]  # every grid N >= 2 up to 4
     # a lone pull ran at the emulated rate (12.5 MB/s of payload, headers counted)
     assert 0.8 * 12.5e6 < joins["saturated_Bps"] < 1.2 * 12.5e6

@@ -493,6 +493,15 @@ def test_joins_capture_names_the_rule_s_file_and_needs_no_file_beforehand():
     assert joins_file(cfg["networks"][0], "LeNet5", "cpu") == "results/joins/cpu/LeNet5/n.json"
 
 
+def test_a_port_described_without_joins_capture_is_refused():
+    cfg = _capture_config()
+    cfg["networks"][0] |= {"joins": None, "queue": "fifo"}
+    with pytest.raises(ConfigError, match=r"networks\[0\]\.queue \(n\).*set joins: capture"):
+        check_config(cfg)
+    cfg["networks"][0]["joins"] = "capture"
+    check_config(cfg)
+
+
 def test_joins_capture_without_the_testbed_stops_with_one_line(monkeypatch, tmp_path):
     import sgdsim.testbed
     from sgdsim.pipeline.grid import capture_joins_stage

@@ -90,6 +90,8 @@ def defaults() -> dict[str, Any]:
 
 #: ``networks[].joins`` value by which the pipeline captures the joins itself.
 JOINS_CAPTURE = "capture"
+#: ``networks[]`` keys describing the switch port ``joins: capture`` emulates.
+CAPTURE_PORT_KEYS = ("queue", "buffer_bytes", "mtu", "congestion_control")
 
 
 def joins_file(network: dict[str, Any], model: str, hardware: str) -> str | None:
@@ -136,6 +138,13 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
                     "config/config.yaml, whose simulation.chrome_traces it inherits)"
                 )
     for i, net in enumerate(config.get("networks", [])):
+        port = [k for k in CAPTURE_PORT_KEYS if k in net]
+        if port and net.get("joins") != JOINS_CAPTURE:
+            raise ConfigError(
+                f"{source}: networks[{i}].{port[0]} ({net['name']}) describes the port that "
+                "joins: capture emulates, and this entry captures none; set joins: capture "
+                f"or remove {port[0]}"
+            )
         named = net.get("joins") not in (None, JOINS_CAPTURE)
         for m in config.get("models", []) if named else []:
             file = joins_file(net, m["name"], "")

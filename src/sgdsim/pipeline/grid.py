@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from sgdsim.config import entry, joins_file, with_defaults
+from sgdsim.config import CAPTURE_PORT_KEYS, entry, joins_file, with_defaults
 from sgdsim.errors import ConfigError
 from sgdsim.io import atomic_path
 
@@ -153,9 +153,9 @@ def capture_joins_stage(
     :func:`capture_workers_grid`, N processes run the skeleton of the profiled
     step (its pulls and pushes through a real TensorFlow PS, its compute as
     waits; :func:`sgdsim.pipeline.validation.join_calibration`) on emulated
-    NICs of the entry's ``bandwidth_bps``, queued as ``simulation.ps_discipline``
-    says (``fair``, or ``fifo`` with ``validation.buffer_bytes``), with
-    ``validation``'s ``mtu`` and ``congestion_control``, for up to
+    NICs of the entry's ``bandwidth_bps`` and its port (``queue``: ``fair``, or
+    ``fifo`` of ``buffer_bytes``; ``mtu``; ``congestion_control``; each else
+    ``simulation.ps_discipline`` for the queue and ``validation``'s), for up to
     ``validation.join_capture_s`` seconds each (``join_capture_runs`` pooled),
     while the PS's port is captured. The simulate job of the network then takes
     the joins and two-way share at each N (:func:`grid_joins`).
@@ -181,7 +181,11 @@ def capture_joins_stage(
     why = check_available() or tcpdump_missing()
     if why is not None:
         raise ConfigError(f"{where} needs the emulated testbed: {why}; or name a joins file")
-    link = validation_link(cfg, {"queue": cfg["simulation"]["ps_discipline"]})
+    raw = cfg["networks"][i]
+    port = {"queue": cfg["simulation"]["ps_discipline"]} | {
+        k: raw[k] for k in CAPTURE_PORT_KEYS if k in raw
+    }
+    link = validation_link(cfg, port)
     rate = float(net["bandwidth_bps"])
     row = join_calibration(
         profile_spec(cfg, hardware, model),
