@@ -486,11 +486,14 @@ def _capture_config() -> dict:
 
 
 def test_joins_capture_names_the_rule_s_file_and_needs_no_file_beforehand():
-    from sgdsim.config import joins_file
+    from sgdsim.pipeline.grid import joins_path
 
     cfg = _capture_config()
     check_config(cfg)  # the capture writes the file; nothing to find before the run
-    assert joins_file(cfg["networks"][0], "LeNet5", "cpu") == "results/joins/cpu/LeNet5/n.json"
+    assert joins_path(cfg, "n", "LeNet5", "cpu") == "results/joins/cpu/LeNet5/n.json"
+    # a grid without async points with N > 1 takes no joins, so captures none
+    assert joins_path({**cfg, "workers": [1]}, "n", "LeNet5", "cpu") is None
+    assert joins_path({**cfg, "modes": ["allreduce"]}, "n", "LeNet5", "cpu") is None
 
 
 def test_a_port_described_without_joins_capture_is_refused():

@@ -76,7 +76,12 @@ def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any
 
 def joins_path(config: dict[str, Any], network: str, model: str, hardware: str) -> str | None:
     """The joins JSON the ``networks`` entry ``network`` names for ``model`` on
-    ``hardware`` (:func:`sgdsim.config.joins_file`), or None."""
+    ``hardware`` (:func:`sgdsim.config.joins_file`), or None, also where the grid
+    has no async point with N > 1 (nothing takes joins, nothing to capture)."""
+    if "async" not in config.get("modes", ["async"]) or not any(
+        int(n) > 1 for n in config.get("workers", [])
+    ):
+        return None
     entry = next(e for e in config["networks"] if e["name"] == network)
     return joins_file(entry, model, hardware)
 
@@ -98,10 +103,10 @@ def grid_joins(
     from sgdsim.pipeline.validation import read_joins
     from sgdsim.presets import resolve_network
 
-    i, entry = next((i, e) for i, e in enumerate(config["networks"]) if e["name"] == network)
-    path = joins_file(entry, model, hardware)
+    path = joins_path(config, network, model, hardware)
     if path is None:
         return None
+    i, entry = next((i, e) for i, e in enumerate(config["networks"]) if e["name"] == network)
     where = f"config: networks[{i}].joins ({network}, model {model})"
     try:
         joins = read_joins(path)
