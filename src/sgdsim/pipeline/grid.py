@@ -57,6 +57,19 @@ def normalize_stage(profile_dir: str, tables_dir: str, workload_path: str) -> No
     normalize_profile(profile_dir, tables_dir, workload_path)
 
 
+def _network_entry(config: dict[str, Any], name: str) -> tuple[int, dict[str, Any]]:
+    """The index and the raw ``networks[]`` entry named ``name`` (for messages
+    that name the entry).
+
+    Raises:
+        ConfigError: no such entry.
+    """
+    for i, e in enumerate(config["networks"]):
+        if e["name"] == name:
+            return i, e
+    raise ConfigError(f"config: networks: no entry named {name!r}")
+
+
 def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any]]:
     """The network ``name`` as the simulator sees it, and its config entry with its
     preset resolved (see :func:`sgdsim.presets.resolve_network`).
@@ -66,11 +79,8 @@ def _grid_network(config: dict[str, Any], name: str) -> tuple[Any, dict[str, Any
     """
     from sgdsim.presets import network, resolve_network
 
-    i = next((i for i, e in enumerate(config["networks"]) if e["name"] == name), None)
-    if i is None:
-        raise ConfigError(f"config: networks: no entry named {name!r}")
+    i, raw = _network_entry(config, name)
     where = f"config: networks[{i}] ({name})"
-    raw = config["networks"][i]
     return network(raw, where), resolve_network(raw, where)
 
 
@@ -82,8 +92,7 @@ def joins_path(config: dict[str, Any], network: str, model: str, hardware: str) 
         int(n) > 1 for n in config.get("workers", [])
     ):
         return None
-    entry = next(e for e in config["networks"] if e["name"] == network)
-    return joins_file(entry, model, hardware)
+    return joins_file(_network_entry(config, network)[1], model, hardware)
 
 
 def grid_joins(
@@ -106,7 +115,7 @@ def grid_joins(
     path = joins_path(config, network, model, hardware)
     if path is None:
         return None
-    i, entry = next((i, e) for i, e in enumerate(config["networks"]) if e["name"] == network)
+    i, entry = _network_entry(config, network)
     where = f"config: networks[{i}].joins ({network}, model {model})"
     try:
         joins = read_joins(path)
@@ -180,13 +189,12 @@ def capture_joins_stage(
     from sgdsim.testbed.capture import tcpdump_missing
 
     cfg = with_defaults(config)
-    _, net = _grid_network(cfg, network)
-    i = next(i for i, e in enumerate(cfg["networks"]) if e["name"] == network)
+    i, raw = _network_entry(cfg, network)
     where = f"config: networks[{i}].joins ({network}): capture"
     why = check_available() or tcpdump_missing()
     if why is not None:
         raise ConfigError(f"{where} needs the emulated testbed: {why}; or name a joins file")
-    raw = cfg["networks"][i]
+    _, net = _grid_network(cfg, network)
     port = {"queue": cfg["simulation"]["ps_discipline"]} | {
         k: raw[k] for k in CAPTURE_PORT_KEYS if k in raw
     }
