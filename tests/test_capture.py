@@ -16,8 +16,10 @@ from sgdsim.testbed.capture import (
     join_records,
     read_pcap,
     saturated_rate,
+    start_deficits,
     start_excess,
     step_boundaries,
+    trace_packets,
     two_way_shares,
 )
 
@@ -217,6 +219,85 @@ def test_start_excess_separates_a_joins_cost_from_the_transfers_own_start():
     assert partly == {1: [pytest.approx(0.0, abs=0.003)]}  # the leader's is not counted
     with pytest.raises(ValueError, match="rate_Bps"):
         start_excess(slotted({2: 0.0}, 0.0), 1, [2], "push", 1.0, 0.0)
+
+
+def test_start_deficits_charge_a_joiner_its_shortfall_from_a_fair_share():
+    rate = 1e6  # one 1000-byte packet per ms; half a step is 100 packets: a window of 0.1 s
+    for late in (0.0, 0.03, 0.1):
+        got = start_deficits(
+            slotted({2: 0.0, 3: 0.4}, late), 1, [2, 3], "push", 100_000, rate, big_bytes=500
+        )
+        # the leader alone fills the link; the joiner has 1/10 of it for `late`, then
+        # half: (1/2 - 1/10) * late short of its share over its first 0.1 s
+        assert got == {
+            0: [pytest.approx(0.0, abs=0.0015)],
+            1: [pytest.approx(0.4 * late, abs=0.0015)],
+        }
+        three = start_deficits(
+            slotted({2: 0.0, 3: 0.2, 4: 0.4}, late), 1, [2, 3, 4], "push", 1e5, rate, 500
+        )
+        # the second joins one at its share; the third joins two: (1/3 - 1/10) * late
+        assert three[1] == [pytest.approx(0.0, abs=0.0015)]
+        assert three[2] == [pytest.approx(late * (1 / 3 - 1 / 10), abs=0.0015)]
+    # a lone start at half the link for 50 ms is 25 ms short of the link
+    t = np.r_[np.arange(25) * 0.002, 0.05 + np.arange(200) * 0.001]
+    lone = Packets(t, np.full(len(t), 2), np.ones(len(t), dtype=int), np.full(len(t), 1000))
+    assert start_deficits(lone, 1, [2], "push", 100_000, rate, 500) == {
+        0: [pytest.approx(0.025, abs=0.0015)]
+    }
+    # a joiner whose incumbent started 20 ms before it, still in its own start, is not
+    # counted; nor are packets of 1000 bytes or less (the default's data packets are larger)
+    close = slotted({2: 0.0, 3: 0.02}, 0.0)
+    assert 1 not in start_deficits(close, 1, [2, 3], "push", 1e5, rate, 500)
+    assert start_deficits(lone, 1, [2], "push", 100_000, rate) == {}
+    with pytest.raises(ValueError, match="rate_Bps"):
+        start_deficits(lone, 1, [2], "push", 1.0, 0.0)
+
+
+def test_a_simulated_trace_reads_as_a_capture_of_the_same_bytes():
+    trace = [
+        ("pull", 0, 1, 0.0, 0.1),
+        ("compute", 0, 0, 0.1, 0.2),
+        ("push", 1, 0, 0.2, 0.3),
+        ("push", 0, 0, 0.25, 0.25),  # delivered at once
+    ]
+    p = trace_packets(trace, [10.0, 20_000.0], [9000.0], packet_bytes=8000.0)
+    # 20 kB in 3 packets over the pull; 9 kB in 2 per push; the PS is .1, worker i is .i+2
+    assert p.payload.sum() == 20_000 + 2 * 9000
+    assert np.all(np.diff(p.t) >= 0) and p.t.min() > 0.0 and p.t.max() == 0.3
+    down = (p.src == 1) & (p.dst == 2)
+    assert down.sum() == 3 and p.t[down][-1] == pytest.approx(0.1)
+    assert ((p.src == 3) & (p.dst == 1)).sum() == 2 and ((p.src == 2) & (p.dst == 1)).sum() == 2
+    assert len(trace_packets([], [1.0], [1.0]).t) == 0
+
+
+def test_the_simulators_joiner_starts_short_only_when_backprop_paces_its_push():
+    from sgdsim.simulation import Workload
+    from sgdsim.testbed.calibrate import simulated_start_deficits
+
+    def workload(pieces: int) -> Workload:
+        # 2 MB pulled and pushed at 10 MB/s (0.2 s each way); the push in `pieces`
+        # tensors, one after each of `pieces` backward segments of 0.3 s in all
+        seg = np.r_[0.1, np.full(pieces, 0.3 / pieces)]
+        return Workload(
+            seg_dur_s=seg,
+            pull_bytes=np.array([2e6]),
+            pull_gate=np.array([0]),
+            push_bytes=np.full(pieces, 2e6 / pieces),
+            push_seg=np.arange(1, pieces + 1),
+            push_update_s=np.zeros(pieces),
+        )
+
+    at_once = simulated_start_deficits(workload(1), 1e7, 2, runs=4, steps=12)
+    paced = simulated_start_deficits(workload(40), 1e7, 2, runs=4, steps=12)
+    # one tensor ready at once: fair from its first byte, alone or joining
+    ones = [x for k in (0, 1) for x in at_once["push"].get(k, ())]
+    assert ones and max(abs(x) for x in ones) < 0.003
+    # 40 tensors made at 6.7 MB/s: a lone start leaves a third of the link idle
+    assert np.median(paced["push"][0]) > 0.02
+    assert set(paced) == {"push", "pull"}
+    with pytest.raises(ValueError, match="workers >= 2"):
+        simulated_start_deficits(workload(1), 1e7, 1)
 
 
 def test_step_boundary_runs_from_the_last_push_packet_to_the_pulls_bulk():

@@ -458,6 +458,15 @@ def test_joins_through_a_fifo_are_captured_and_drawn_with_their_sign(
     assert set(lags) == {"push", "pull"} and all(set(v) <= {"1"} for v in lags.values())
     joins = [x for v in lags.values() for j in v.values() for x in j]
     assert all(0.0 < lag < 60.0 and abs(growth) < 60.0 for growth, lag in joins)
+    # each transfer's start deficit, captured ("0" alone, "1" joined) and simulated
+    # for the same pair ([median, count])
+    deficits = got["start_deficit_s"]["2"]
+    assert set(deficits) == {"push", "pull", "push_simulated", "pull_simulated"}
+    for name in ("push", "pull"):
+        assert set(deficits[name]) <= {"0", "1"}
+        assert all(abs(x) < 1.0 for v in deficits[name].values() for x in v)
+        sim = deficits[f"{name}_simulated"]
+        assert set(sim) <= {"0", "1"} and all(abs(m) < 1.0 and c >= 1 for m, c in sim.values())
     assert child_processes() == []
 
 
@@ -537,6 +546,7 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
             push, pull, {1: (0.001 * n,)}, {}, 1.0 / n, n, two_way_share=shares[n],
             phase_distance=0.1 * n, lag_s={"push": {1: ((0.004 * n, 0.25),)}},
             two_way_share_past_start=shares[n] and (1.0, 0.99),
+            start_deficit_s={"push": {1: (0.002 * n,)}},
         )  # fmt: skip
 
     monkeypatch.setattr(sgdsim.testbed, "check_available", lambda: None)
@@ -564,6 +574,11 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
         # recorded beside it for the study of the phases: each N's own
         assert cal["two_way_share_past_start"] == {"2": [1.0, 0.99], "3": None, "4": [1.0, 0.99]}
         assert cal["join_lag_s"]["3"] == {"push": {"1": [[0.012, 0.25]]}, "pull": {}}
+        deficits = cal["start_deficit_s"]["3"]
+        assert (deficits["push"], deficits["pull"]) == ({"1": [0.006]}, {})
+        # beside them the simulator's own for 3 workers of the workload, alone or joining
+        assert set(deficits["push_simulated"]) <= {"0", "1", "2"}
+        assert all(c >= 1 for _, c in deficits["push_simulated"].values())
         assert set(cal["joins_at"]) == {"2", "3", "4"}
         # the top level stays the largest N's (the store's columns)
         assert (cal["workers"], cal["push_join_delay_s"]) == (4, [0.004])

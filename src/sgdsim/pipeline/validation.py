@@ -814,6 +814,12 @@ def join_calibration(
             }
             for n, j in sorted(at.items())
         },
+        # recorded for the study of the parting force (docs/steady-state-log.md,
+        # "The joiner's start"): each N's start deficits, captured and simulated
+        "start_deficit_s": {
+            str(n): _start_deficits(j, workload, float(bandwidth_bps), link)
+            for n, j in sorted(at.items())
+        },
     }
     for name in ("push", "pull"):
         row |= {
@@ -852,6 +858,30 @@ def join_calibration(
     row["boundary_s"] = joins.boundary_s  # recorded, unused (see the stage's docstring)
     row["saturated_Bps"] = joins.saturated_Bps
     return row
+
+
+def _start_deficits(
+    joins: TrainingJoins, workload: Any, bandwidth_bps: float, link: Any
+) -> dict[str, Any]:
+    """A capture's start deficits beside the simulator's own for its run (JSON):
+    ``{"push": {"k": […]}, "pull": …}`` each captured start, seconds of the link
+    (:func:`sgdsim.testbed.capture.start_deficits`), and ``"push_simulated"`` /
+    ``"pull_simulated"``: ``{"k": [median, count]}`` of the same N simulated
+    without join delays on the capture's full rate
+    (:func:`sgdsim.testbed.calibrate.simulated_start_deficits`; the nominal
+    payload rate when the capture had no lone pull)."""
+    from sgdsim.testbed.calibrate import simulated_start_deficits
+
+    rate = joins.saturated_Bps or bandwidth_bps / 8 * tbf_payload_fraction(link.mtu)
+    sim = simulated_start_deficits(workload, rate, joins.workers)
+    out: dict[str, Any] = {}
+    for name in ("push", "pull"):
+        got = joins.start_deficit_s.get(name, {})
+        out[name] = {str(k): list(v) for k, v in got.items()}
+        out[f"{name}_simulated"] = {
+            str(k): [statistics.median(v), len(v)] for k, v in sim[name].items()
+        }
+    return out
 
 
 def write_joins(out_path: str, bandwidth_bps: float, link: Any, row: dict[str, Any]) -> None:
@@ -914,7 +944,11 @@ def calibrate_push_join_stage(
     each join moved the workers' phases, :func:`sgdsim.testbed.capture.join_lags`)
     and ``"two_way_share_past_start"`` (``{"N": [pull, push] or null}``: the
     two-way share without each transfer's first 0.1 s; docs/steady-state-log.md,
-    "The lag a join leaves"). Every other N ≥ 2 of
+    "The lag a join leaves") and ``"start_deficit_s"`` (``{"N": {"push": {"k":
+    […]}, "pull": …, "push_simulated": {"k": [median, count]}, "pull_simulated":
+    …}}``: each start's shortfall from its share, captured and simulated;
+    :func:`_start_deficits`, docs/steady-state-log.md, "The joiner's start").
+    Every other N ≥ 2 of
     the model's async points on this network is run and captured the
     same way: ``"joins_at"`` (``{"N": {"workers", "draw", "steps_per_s",
     "push_join_delay_s", "push_join_sd_s", "push_join_growth_s", the same for

@@ -397,6 +397,12 @@ class TrainingJoins:
             Recorded, not yet used (docs/steady-state-log.md, "The lag a join leaves").
         two_way_share_past_start: :attr:`two_way_share` without each transfer's
             first 0.1 s (``ramp_s``), None as it. Recorded, not yet used.
+        start_deficit_s: ``{"push": {k: (deficit,)}, "pull": …}`` how far behind
+            its share each transfer's start fell, seconds of the full link,
+            alone (``k = 0``) or joining ``k`` (:func:`sgdsim.testbed.capture.start_deficits`):
+            recorded beside the simulator's own (:func:`simulated_start_deficits`)
+            for the study of the parting force (docs/steady-state-log.md,
+            "The joiner's start"), not yet used.
     """
 
     push: JoinDelay
@@ -414,6 +420,7 @@ class TrainingJoins:
     phase_distance: float | None = None
     lag_s: dict[str, dict[int, tuple[tuple[float, float], ...]]] = field(default_factory=dict)
     two_way_share_past_start: tuple[float, float] | None = None
+    start_deficit_s: dict[str, dict[int, tuple[float, ...]]] = field(default_factory=dict)
 
 
 def _pooled(dicts: Sequence[Mapping[int, Sequence[_T]]]) -> dict[int, tuple[_T, ...]]:
@@ -494,6 +501,7 @@ def pool_joins(captures: Sequence[TrainingJoins], *, signed: bool = False) -> Tr
         _mean_of([c.phase_distance for c in captures]),
         by_direction(lambda c: c.lag_s),
         _mean_pair([c.two_way_share_past_start for c in captures]),
+        by_direction(lambda c: c.start_deficit_s),
     )
 
 
@@ -531,6 +539,62 @@ def join_delay_of(
         tuple(max(0.0, statistics.fmean(j)) for j in lists),
         tuple(statistics.pstdev(j) for j in lists),
     )
+
+
+def simulated_start_deficits(
+    workload: Any,
+    rate_Bps: float,
+    workers: int,
+    *,
+    ps_discipline: str = "fair",
+    seed: int = 0,
+    runs: int = 6,
+    steps: int = 30,
+) -> dict[str, dict[int, tuple[float, ...]]]:
+    """The simulator's own start deficits of a capture's run, as the capture reads them.
+
+    ``workers`` workers of ``workload`` on nodes of their own (the skeleton's
+    compute is waits) on a link of ``rate_Bps``, without join delays or
+    two-way share, ``runs`` runs of ``steps`` steps from start phases drawn
+    uniformly in one contention-free step (seeded by ``seed``), policy
+    ``tf_default``; each run's trace read as a capture
+    (:func:`sgdsim.testbed.capture.trace_packets`) by
+    :func:`sgdsim.testbed.capture.start_deficits`, the runs pooled.
+
+    Returns:
+        ``{"push": {k: (deficit, …)}, "pull": …}``, seconds of the link.
+
+    Raises:
+        ValueError: ``rate_Bps`` not > 0, ``workers`` < 2, ``runs`` or ``steps`` < 1.
+    """
+    import numpy as np
+
+    from sgdsim.simulation import Network
+    from sgdsim.simulation.async_ps import simulate_async, single_step_estimate
+    from sgdsim.testbed.capture import start_deficits, trace_packets
+
+    if not rate_Bps > 0 or workers < 2 or runs < 1 or steps < 1:
+        raise ValueError(
+            f"need rate_Bps > 0, workers >= 2, runs and steps >= 1; got {rate_Bps}, "
+            f"{workers}, {runs}, {steps}"
+        )
+    network = Network(float(rate_Bps), 0.0)
+    t1 = single_step_estimate(workload, network)
+    rng = np.random.default_rng(seed)
+    hosts = list(range(2, 2 + workers))
+    sizes = {"pull": float(workload.pull_bytes.sum()), "push": float(workload.push_bytes.sum())}
+    pooled: dict[str, list[dict[int, list[float]]]] = {"push": [], "pull": []}
+    for _ in range(runs):
+        trace: list[Any] = []
+        offsets = [0.0, *rng.uniform(0.0, t1, workers - 1).tolist()]
+        simulate_async(
+            workload, network, workers, steps, 1, "tf_default", seed,
+            ps_discipline=ps_discipline, start_offsets_s=offsets, trace=trace,
+        )  # fmt: skip
+        packets = trace_packets(trace, workload.pull_bytes, workload.push_bytes)
+        for name, size in sizes.items():
+            pooled[name].append(start_deficits(packets, 1, hosts, name, size / 2, rate_Bps))
+    return {name: _pooled(got) for name, got in pooled.items()}
 
 
 def training_join_delays(
@@ -589,6 +653,7 @@ def training_join_delays(
         join_records,
         read_pcap,
         saturated_rate,
+        start_deficits,
         start_excess,
         step_boundaries,
         two_way_shares,
@@ -611,7 +676,7 @@ def training_join_delays(
     rate = bandwidth_bps / 8
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
-    growth, excess, gains, windows, lags = {}, {}, {}, {}, {}
+    growth, excess, gains, windows, lags, deficits = {}, {}, {}, {}, {}, {}
     full = saturated_rate(packets, 1, hosts, pull_bytes / 2)
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
         # a step's main transfer (half its bytes at least); windows of 5 % of it
@@ -624,6 +689,8 @@ def training_join_delays(
         }
         starts = start_excess(packets, 1, hosts, direction, size / 2, rate)
         excess[direction] = {k: tuple(g) for k, g in starts.items()}
+        short = start_deficits(packets, 1, hosts, direction, size / 2, full or rate)
+        deficits[direction] = {k: tuple(g) for k, g in short.items()}
         if full is not None:
             got = join_gains(packets, 1, hosts, direction, size / 2, full, min_overlap_s=window)
             gains[direction] = {k: tuple(g) for k, g in got.items()}
@@ -645,6 +712,7 @@ def training_join_delays(
         phase_distance(r.step_end_times, r.window_s),
         lags,
         two_way_shares(packets, 1, hosts, pull_bytes, push_bytes, ramp_s=0.1),
+        deficits,
     )
 
 

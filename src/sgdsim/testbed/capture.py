@@ -633,3 +633,130 @@ def two_way_shares(
             return None
         shares.append(float(min(1.0, rate_both / rate_alone)))
     return shares[0], shares[1]
+
+
+def start_deficits(
+    packets: Packets,
+    server: int,
+    workers: Sequence[int],
+    direction: str,
+    min_bytes: float,
+    rate_Bps: float,
+    big_bytes: int = 1000,
+    gap_s: float = 0.05,
+) -> dict[int, list[float]]:
+    """How far behind its share each transfer's start fell, seconds of the full link,
+    by how many other workers' transfers it joined (0: alone).
+
+    A transfer is a worker's run of packets of more than ``big_bytes`` (the
+    data; per-tensor requests and responses are smaller) less than ``gap_s``
+    apart, carrying at least ``min_bytes`` (half a step's). Its start is its
+    first ``W = min_bytes / rate_Bps`` seconds (half the step's transfer
+    alone). Alone (no other transfer overlaps the start): ``W`` less the
+    start's bytes over ``rate_Bps``. Joining ``k`` transfers that ran since
+    ``W / 2`` before it and run through its start (incumbents past their own
+    start): its fair share of the ``k + 1`` transfers' bytes over the start
+    less its own, over ``rate_Bps``. Other transfers are not counted.
+
+    In a fluid model of a fair link, two equal transfers ``d`` apart end
+    ``d + 2 δ_joined − δ_alone`` apart (δ in seconds of link): the joiner's
+    deficit goes to the incumbent, the lone starter's is idle link. A real
+    MobileNetV2 skeleton pair (100 Mbit/s, fair, BBR) had δ_alone 29.6 ms
+    and δ_joined 23.7 ms, so each overlapping push moved the pair about
+    +18 ms apart, as its legs did (+16.5 ms; docs/steady-state-log.md,
+    "The joiner's start").
+
+    Args:
+        packets, server, workers: as :func:`join_losses`.
+        direction: ``"push"`` or ``"pull"``.
+        min_bytes: bytes a transfer carries at least (> 0).
+        rate_Bps: the link's rate, bytes/s (> 0; :func:`saturated_rate`).
+        big_bytes: payload of the smallest data packet, bytes.
+        gap_s: longest pause inside one transfer, seconds.
+
+    Returns:
+        ``{k: [deficit of each start, seconds, in time order]}``, ``k = 0`` alone.
+
+    Raises:
+        ValueError: unknown ``direction``, ``min_bytes`` or ``rate_Bps`` not > 0.
+    """
+    if not (min_bytes > 0 and rate_Bps > 0):
+        raise ValueError(f"need min_bytes and rate_Bps > 0, got {min_bytes}, {rate_Bps}")
+    flows = _flows(packets, server, workers, direction)
+    big = {w: (t[s > big_bytes], s[s > big_bytes]) for w, (t, s) in flows.items()}
+    transfers = [
+        (float(a), float(b), w)
+        for w, (t, s) in big.items()
+        for a, b in bursts(t, s, gap_s, min_bytes)
+    ]
+    window = min_bytes / rate_Bps
+
+    def moved(w: int, lo: float, hi: float) -> float:
+        t, s = big[w]
+        return float(s[(t >= lo) & (t < hi)].sum())
+
+    out: dict[int, list[tuple[float, float]]] = {}
+    for a, b, w in transfers:
+        if b - a < window:
+            continue
+        end = a + window
+        others = [(a2, b2, v) for a2, b2, v in transfers if v != w and a2 < end and b2 > a]
+        mine = moved(w, a, end)
+        if not others:
+            out.setdefault(0, []).append((a, window - mine / rate_Bps))
+        elif all(a2 <= a - window / 2 and b2 >= end for a2, b2, _ in others):
+            k = len(others)
+            total = mine + sum(moved(v, a, end) for _, _, v in others)
+            out.setdefault(k, []).append((a, (total / (k + 1) - mine) / rate_Bps))
+    return {k: [x for _, x in sorted(v)] for k, v in sorted(out.items())}
+
+
+def trace_packets(
+    trace: Iterable[Sequence[object]],
+    pull_bytes: Sequence[float],
+    push_bytes: Sequence[float],
+    packet_bytes: float = 8948.0,
+) -> Packets:
+    """A simulated run's transfers as the capture of its PS's port would hold them.
+
+    Each pull or push record ``(kind, worker, tensor, start, end, …)`` of a
+    :func:`~sgdsim.simulation.async_ps.simulate_async` trace (whole tensors,
+    as the ``tf_default`` policy sends them) becomes ``⌈bytes /
+    packet_bytes⌉`` packets spread evenly over ``[start, end]``: the PS is
+    address 1 and worker ``i`` address ``i + 2``, as on the testbed. So the
+    capture's functions (:func:`start_deficits`) read the simulator's starts
+    as they read the testbed's.
+
+    Args:
+        trace: the trace records.
+        pull_bytes: (P,) bytes of each pulled tensor.
+        push_bytes: (Q,) bytes of each pushed tensor.
+        packet_bytes: payload of a full packet, bytes (MTU 9000's by default).
+
+    Returns:
+        The :class:`Packets`, in time order.
+    """
+    t: list[np.ndarray] = []
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    size: list[np.ndarray] = []
+    for rec in trace:
+        kind, worker, tensor, start, end = rec[:5]
+        if kind not in ("pull", "push"):
+            continue
+        nbytes = float((pull_bytes if kind == "pull" else push_bytes)[int(tensor)])  # type: ignore[call-overload]
+        n = max(1, int(np.ceil(nbytes / packet_bytes)))
+        t.append(np.linspace(float(start), float(end), n + 1)[1:])  # type: ignore[arg-type]
+        host = int(worker) + 2  # type: ignore[call-overload]
+        src.append(np.full(n, 1 if kind == "pull" else host))
+        dst.append(np.full(n, host if kind == "pull" else 1))
+        size.append(np.full(n, nbytes / n))
+    if not t:
+        return Packets(np.zeros(0), np.zeros(0, int), np.zeros(0, int), np.zeros(0))
+    order = np.argsort(np.concatenate(t), kind="stable")
+    return Packets(
+        np.concatenate(t)[order],
+        np.concatenate(src)[order],
+        np.concatenate(dst)[order],
+        np.concatenate(size)[order],
+    )
