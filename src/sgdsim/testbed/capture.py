@@ -418,9 +418,9 @@ def saturated_rate(
 
 
 def _flows(
-    packets: Packets, server: int, workers: Sequence[int], direction: str
+    packets: Packets, server: int, workers: Sequence[int], direction: str, big_bytes: int = 0
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Each worker's packets in ``direction``: (times, payloads).
+    """Each worker's packets in ``direction`` of more than ``big_bytes``: (times, payloads).
 
     Raises:
         ValueError: unknown ``direction``.
@@ -431,7 +431,7 @@ def _flows(
     flows = {}
     for w in workers:
         sender, receiver = (w, server) if direction == "push" else (server, w)
-        m = (p.src == sender) & (p.dst == receiver)
+        m = (p.src == sender) & (p.dst == receiver) & (p.payload > big_bytes)
         flows[w] = (p.t[m], p.payload[m])
     return flows
 
@@ -443,14 +443,16 @@ def _transfers(
     direction: str,
     min_bytes: float,
     gap_s: float,
+    big_bytes: int = 0,
 ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[tuple[float, float, int]]]:
-    """Each worker's flow in ``direction`` (:func:`_flows`) and its transfers
-    (start, end, worker) of at least ``min_bytes`` (:func:`bursts`).
+    """Each worker's flow in ``direction`` of packets of more than ``big_bytes``
+    (:func:`_flows`) and its transfers (start, end, worker) of at least
+    ``min_bytes`` (:func:`bursts`).
 
     Raises:
         ValueError: unknown ``direction``.
     """
-    flows = _flows(packets, server, workers, direction)
+    flows = _flows(packets, server, workers, direction, big_bytes)
     transfers = [
         (float(a), float(b), w) for w in workers for a, b in bursts(*flows[w], gap_s, min_bytes)
     ]
@@ -682,13 +684,7 @@ def start_deficits(
     """
     if not (min_bytes > 0 and rate_Bps > 0):
         raise ValueError(f"need min_bytes and rate_Bps > 0, got {min_bytes}, {rate_Bps}")
-    flows = _flows(packets, server, workers, direction)
-    big = {w: (t[s > big_bytes], s[s > big_bytes]) for w, (t, s) in flows.items()}
-    transfers = [
-        (float(a), float(b), w)
-        for w, (t, s) in big.items()
-        for a, b in bursts(t, s, gap_s, min_bytes)
-    ]
+    big, transfers = _transfers(packets, server, workers, direction, min_bytes, gap_s, big_bytes)
     window = min_bytes / rate_Bps
 
     def moved(w: int, lo: float, hi: float) -> float:
