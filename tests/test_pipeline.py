@@ -584,8 +584,14 @@ def test_grid_network_with_joins_capture_is_captured_and_predicted_with_them(
     wd = tmp_path / "wd"
     shutil.copytree(tiny_run, wd)  # with .snakemake: the set of inputs is what changes
     cfg = tiny_config()
-    # 100Mbps through a shallow FIFO switch port; 1Gbps stays bare
-    cfg["networks"][0] |= {"joins": "capture", "queue": "fifo", "buffer_bytes": 62_500}
+    # 100Mbps through a shallow FIFO switch port, its joins captured at 200 Mbit/s
+    # (joins_bandwidth_bps); 1Gbps stays bare
+    cfg["networks"][0] |= {
+        "joins": "capture",
+        "queue": "fifo",
+        "buffer_bytes": 62_500,
+        "joins_bandwidth_bps": 2e8,
+    }
     (wd / "capture.yaml").write_text(yaml.safe_dump(cfg))
     gigabit = wd / "results" / "predictions" / "cpu" / "LeNet5" / "1Gbps.parquet"
     before = gigabit.stat().st_mtime_ns
@@ -600,7 +606,7 @@ def test_grid_network_with_joins_capture_is_captured_and_predicted_with_them(
     joins = json.loads((wd / path).read_text())
     assert joins["status"] == "ok" and joins["method"] == "skeleton capture"
     assert joins["network"] == {
-        "bandwidth_bps": 1e8,
+        "bandwidth_bps": 2e8,
         "queue": "fifo",
         "buffer_bytes": 62_500,
         "mtu": 9000,  # validation's
@@ -608,8 +614,8 @@ def test_grid_network_with_joins_capture_is_captured_and_predicted_with_them(
     }
     assert joins["draw"] == "joins"  # through a FIFO the measured joins themselves
     assert sorted(joins["joins_at"]) == ["2", "4"]  # every grid N >= 2 up to 4
-    # a lone pull ran at the emulated rate (12.5 MB/s of payload, headers counted)
-    assert 0.8 * 12.5e6 < joins["saturated_Bps"] < 1.2 * 12.5e6
+    # a lone pull ran at the capture's emulated rate (25 MB/s, headers counted)
+    assert 0.8 * 25e6 < joins["saturated_Bps"] < 1.2 * 25e6
     con = duckdb.connect(str(wd / "results" / "sgdsim.duckdb"), read_only=True)
     rows = con.execute(
         "SELECT network, workers, joins_path, steps_per_s FROM predictions "

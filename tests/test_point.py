@@ -226,6 +226,23 @@ def test_a_grid_network_takes_the_joins_it_names_as_predict_joins_does(tmp_path)
     _joins_file(tmp_path / "LeNet5.joins.json", bandwidth_bps=1e9)
     with pytest.raises(ConfigError, match=r"networks\[0\]\.joins .*captured at 1e\+09 bit/s"):
         simulate_stage(config, workload, str(out), WILDCARDS)
+    # ... unless the entry says it takes joins captured at that rate
+    at_1g = {**joined, "joins_bandwidth_bps": 1e9}
+    simulate_stage({**config, "networks": [at_1g]}, workload, str(out), WILDCARDS)
+    moved = {r["workers"]: r for r in pl.read_parquet(out).iter_rows(named=True)}
+    assert moved[2]["joins_path"] == str(tmp_path / "LeNet5.joins.json")
+    assert (moved[2]["joins_bandwidth_bps"], rows[2]["joins_bandwidth_bps"]) == (1e9, 2e8)
+    assert moved[1]["joins_bandwidth_bps"] is None  # one worker takes no joins
+    assert moved[2]["steps_per_s"] == pytest.approx(rows[2]["steps_per_s"])  # same joins
+    with pytest.raises(ConfigError, match=r"joins_bandwidth_bps 2e\+08 bit/s"):
+        simulate_stage(
+            {**config, "networks": [{**at_1g, "joins_bandwidth_bps": 2e8}]},
+            workload,
+            str(out),
+            WILDCARDS,
+        )
+    with pytest.raises(ConfigError, match=r"networks\[0\]\.joins_bandwidth_bps \(n\).*set joins"):
+        check_config({**config, "networks": [{**net, "joins_bandwidth_bps": 1e9}]})
 
 
 def test_cli_predict_takes_captured_joins_at_each_n_and_refuses_a_file_that_does_not_fit(
@@ -252,10 +269,17 @@ def test_cli_predict_takes_captured_joins_at_each_n_and_refuses_a_file_that_does
     assert three == pytest.approx(steps("-b", "2e8", "-n", "3")[3])
     # a rate the joins were not captured at, a preset, another mode, a file without joins:
     # one line each
+    # --joins-other-rates takes them at another rate too: the same joins, another link
+    args = ["--json", "--joins", str(path), "--joins-other-rates", "-b", "1e8", "-n", "2"]
+    r = CliRunner().invoke(main, ["predict", "--workload", workload, *args])
+    assert r.exit_code == 0, r.output
+    slow = json.loads(r.output.strip())
+    assert slow["bandwidth_bps"] == 1e8 and slow["steps_per_s"] < 0.9 * joined[2]
     for args, said in (
         (["--joins", str(path), "-b", "1e9"], "captured at 2e+08 bit/s"),
         (["--joins", str(path), "--mode", "sync_ps"], "not to mode sync_ps"),
         (["--joins", str(path), "-p", "10gbe"], "give it with -b, not a preset"),
+        (["-b", "1e9", "--joins-other-rates"], "needs --joins"),
     ):
         r = CliRunner().invoke(main, ["predict", "--workload", workload, *args])
         assert r.exit_code == 2 and said in r.output, r.output

@@ -377,9 +377,12 @@ def calibrate_joins(
     click.echo(f"{out}: the joins of {said}")
 
 
-def _read_joins(path: str, mode: str, bandwidth_bps: tuple[float, ...]) -> dict[str, Any]:
+def _read_joins(
+    path: str, mode: str, bandwidth_bps: tuple[float, ...], other_rates: bool = False
+) -> dict[str, Any]:
     """A joins JSON for ``predict --joins``, checked: one line naming the file and
-    the fix where it is not one, or does not fit the prediction asked for."""
+    the fix where it is not one, or does not fit the prediction asked for (a rate
+    it was not captured at, unless ``other_rates``)."""
     from sgdsim.pipeline.validation import read_joins
 
     try:
@@ -395,10 +398,15 @@ def _read_joins(path: str, mode: str, bandwidth_bps: tuple[float, ...]) -> dict[
         raise click.BadParameter(
             f"{path} does not record its network's rate; give it with -b", param_hint="--joins"
         )
-    if rate is not None and any(not math.isclose(b, rate, rel_tol=1e-6) for b in bandwidth_bps):
+    if (
+        not other_rates
+        and rate is not None
+        and any(not math.isclose(b, rate, rel_tol=1e-6) for b in bandwidth_bps)
+    ):
         raise click.BadParameter(
             f"{path} was captured at {rate:g} bit/s, not at every -b given; predict at its "
-            "rate (leave out -b) or capture the other rate too",
+            "rate (leave out -b), capture the other rate too, or take its joins at the "
+            "other rates with --joins-other-rates",
             param_hint="--joins",
         )
     return joins
@@ -494,6 +502,13 @@ def _read_joins(path: str, mode: str, bandwidth_bps: tuple[float, ...]) -> dict[
     "pipeline's calibrate_push_join) at each N, at the file's rate (-b may only repeat it).",
 )
 @click.option(
+    "--joins-other-rates",
+    is_flag=True,
+    help="Take the --joins file's joins at every -b, not only at the rate it was captured at "
+    "(as networks[].joins_bandwidth_bps; under a fair queue they carried across a factor of 2 "
+    "of rate: docs/model.md).",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON record per point (every column)."
 )
 def predict(
@@ -512,13 +527,15 @@ def predict(
     seed: int | None,
     start_window_s: float | None,
     joins_path: str | None,
+    joins_other_rates: bool,
     as_json: bool,
 ) -> None:
     """Predict throughput for networks and worker counts outside the configured grid,
     exactly as the pipeline's simulate rule predicts a grid point.
 
     With --joins, each async N takes the join delays and the two-way share
-    captured at that N (or at the nearest N captured) on that network.
+    captured at that N (or at the nearest N captured) on that network; with
+    --joins-other-rates also at the other -b given.
 
     Example: sgdsim predict --workload results/workloads/cpu/MobileNetV2.json -b 2.5e9 -n 3 -n 6
     """
@@ -556,10 +573,18 @@ def predict(
             param_hint="--policy",
         )
     w = Workload.load(workload_path)
-    joins = None if joins_path is None else _read_joins(joins_path, mode, bandwidth_bps)
-    if joins is not None and network_presets:
+    if joins_other_rates and joins_path is None:
+        raise click.BadParameter("needs --joins", param_hint="--joins-other-rates")
+    joins = (
+        None
+        if joins_path is None
+        else _read_joins(joins_path, mode, bandwidth_bps, joins_other_rates)
+    )
+    if joins is not None and network_presets and not joins_other_rates:
         raise click.BadParameter(
-            "joins are captured at one rate; give it with -b, not a preset", param_hint="--joins"
+            "joins are captured at one rate; give it with -b, not a preset (or add "
+            "--joins-other-rates)",
+            param_hint="--joins",
         )
     if joins is not None and not bandwidth_bps and not network_presets:
         bandwidth_bps = (float(joins["network"]["bandwidth_bps"]),)

@@ -145,6 +145,12 @@ def check_config(config: dict[str, Any], source: str = "config") -> None:
                 "joins: capture emulates, and this entry captures none; set joins: capture "
                 f"or remove {port[0]}"
             )
+        if "joins_bandwidth_bps" in net and not net.get("joins"):
+            raise ConfigError(
+                f"{source}: networks[{i}].joins_bandwidth_bps ({net['name']}) is the rate its "
+                "joins are captured at, and this entry takes none; set joins (capture or a "
+                "file) or remove joins_bandwidth_bps"
+            )
         named = net.get("joins") not in (None, JOINS_CAPTURE)
         for m in config.get("models", []) if named else []:
             file = joins_file(net, m["name"], "")

@@ -99,18 +99,17 @@ def grid_joins(
     config: dict[str, Any], network: str, model: str, hardware: str
 ) -> tuple[str, dict[str, Any]] | None:
     """The joins file of ``model`` on the grid network ``network`` (:func:`joins_path`)
-    and its contents, read and checked against the entry's rate; None where the
-    entry names none.
+    and its contents, read and checked against the entry's capture rate
+    (:func:`joins_rate`); None where the entry names none.
 
     Raises:
         ConfigError: the file is not a joins JSON, or was captured at another
-            rate than the entry's ``bandwidth_bps`` (one line naming the entry,
-            the file and the fix).
+            rate than the entry's (one line naming the entry, the file and the
+            fix).
     """
     import math
 
     from sgdsim.pipeline.validation import read_joins
-    from sgdsim.presets import resolve_network
 
     path = joins_path(config, network, model, hardware)
     if path is None:
@@ -121,15 +120,34 @@ def grid_joins(
         joins = read_joins(path)
     except ValueError as e:
         raise ConfigError(f"{where}: {e}") from None
-    want = float(resolve_network(entry, where)["bandwidth_bps"])
+    want = joins_rate(entry, where)
     rate = (joins.get("network") or {}).get("bandwidth_bps")
     if rate is None or not math.isclose(float(rate), want, rel_tol=1e-6):
         said = "does not record its rate" if rate is None else f"was captured at {rate:g} bit/s"
+        key = "joins_bandwidth_bps" if "joins_bandwidth_bps" in entry else "bandwidth_bps"
         raise ConfigError(
-            f"{where}: {path} {said}, not at the entry's {want:g} bit/s; capture it at that "
-            f"rate (sgdsim calibrate-joins -b {want:g}) or name another file"
+            f"{where}: {path} {said}, not at the entry's {key} {want:g} bit/s; capture it at "
+            f"that rate (sgdsim calibrate-joins -b {want:g}), name another file, or set "
+            "joins_bandwidth_bps to the file's rate"
         )
     return path, joins
+
+
+def joins_rate(entry: dict[str, Any], where: str = "config: networks[]") -> float:
+    """The rate a ``networks[]`` entry's joins are captured at, bit/s: its
+    ``joins_bandwidth_bps`` where given (a rate this machine emulates, taken for
+    a network it cannot; a fair queue's joins carried across a factor of 2 of
+    rate: docs/model.md, "Joins from another rate"), else its own
+    ``bandwidth_bps`` (or its preset's).
+
+    Raises:
+        ConfigError: neither is given (:func:`sgdsim.presets.resolve_network`).
+    """
+    from sgdsim.presets import resolve_network
+
+    if "joins_bandwidth_bps" in entry:
+        return float(entry["joins_bandwidth_bps"])
+    return float(resolve_network(entry, where)["bandwidth_bps"])
 
 
 #: Most workers the pipeline's own join capture (``networks[].joins: capture``)
@@ -167,7 +185,7 @@ def capture_joins_stage(
     :func:`capture_workers_grid`, N processes run the skeleton of the profiled
     step (its pulls and pushes through a real TensorFlow PS, its compute as
     waits; :func:`sgdsim.pipeline.validation.join_calibration`) on emulated
-    NICs of the entry's ``bandwidth_bps`` and its port (``queue``: ``fair``, or
+    NICs of the entry's rate (:func:`joins_rate`) and its port (``queue``: ``fair``, or
     ``fifo`` of ``buffer_bytes``; ``mtu``; ``congestion_control``; each else
     ``simulation.ps_discipline`` for the queue and ``validation``'s), for up to
     ``validation.join_capture_s`` seconds each (``join_capture_runs`` pooled),
@@ -194,12 +212,11 @@ def capture_joins_stage(
     why = check_available() or tcpdump_missing()
     if why is not None:
         raise ConfigError(f"{where} needs the emulated testbed: {why}; or name a joins file")
-    _, net = _grid_network(cfg, network)
     port = {"queue": cfg["simulation"]["ps_discipline"]} | {
         k: raw[k] for k in CAPTURE_PORT_KEYS if k in raw
     }
     link = validation_link(cfg, port)
-    rate = float(net["bandwidth_bps"])
+    rate = joins_rate(raw, where)
     row = join_calibration(
         profile_spec(cfg, hardware, model),
         workload_path,
@@ -218,8 +235,9 @@ def capture_joins_stage(
         raise ConfigError(
             f"{where}: this machine's emulated port carried {reached:.3g} bit/s at most, "
             f"under {CAPTURE_MIN_RATE_SHARE:.0%} of the entry's {rate:.3g} bit/s, so its "
-            "joins would not be this network's; capture on a faster machine (sgdsim "
-            "calibrate-joins) and name the file, or set joins: null"
+            "joins would not be this network's; set joins_bandwidth_bps to a rate it "
+            "emulates, capture on a faster machine (sgdsim calibrate-joins) and name the "
+            "file, or set joins: null"
         )
     write_joins(out_path, rate, link, row)
 
@@ -285,7 +303,8 @@ def simulate_stage(
     A network entry with ``joins`` (:func:`grid_joins`) gives its async points
     with N > 1 the file's join delays and two-way share at N
     (:func:`sgdsim.pipeline.validation.apply_joins`); ``joins_path`` records
-    the file used (None elsewhere).
+    the file used and ``joins_bandwidth_bps`` the rate it was captured at (None
+    elsewhere).
 
     Raises:
         ConfigError: a mode that is not implemented, or a joins file that does
@@ -309,9 +328,10 @@ def simulate_stage(
             # the compiled code and its types are loaded by now: the collector's full
             # passes skip those objects from here on (a tenth of a job's time)
             gc.freeze()
-        net_n, params_n, used = network, params, None
+        net_n, params_n, used, used_rate = network, params, None, None
         if joins is not None and mode == "async" and n > 1:
             used, captured = joins
+            used_rate = float(captured["network"]["bandwidth_bps"])
             net_n, params_n = apply_joins(captured, n, network, params)
         rows.append(
             {
@@ -325,6 +345,7 @@ def simulate_stage(
                 "workers_per_node": params.workers_per_node,
                 "ps_discipline": params.ps_discipline,
                 "joins_path": used,
+                "joins_bandwidth_bps": used_rate,
                 **predict_grid_point(workload, net_n, n, policy, params_n, mode=mode, steady=rule),
             }
         )

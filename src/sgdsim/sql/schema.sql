@@ -144,7 +144,8 @@ CREATE TABLE predictions (
     window_s         DOUBLE,            -- steady: seconds of the first replication's scored window
     steps_per_s_windows DOUBLE[],       -- steady: steps/s of each batch of that window
     phase_distance   DOUBLE,            -- steady: median distance from a step end to the nearest other worker's, in steps (0 in phase, 0.5 a pair alternating)
-    joins_path       VARCHAR            -- async N > 1: the joins JSON whose join delays and two-way share the point took (networks[].joins; NULL: none)
+    joins_path       VARCHAR,           -- async N > 1: the joins JSON whose join delays and two-way share the point took (networks[].joins; NULL: none)
+    joins_bandwidth_bps DOUBLE          -- with joins_path: the rate that file was captured at, bit/s (bandwidth_bps, or networks[].joins_bandwidth_bps where it differs)
 );
 
 -- One row per measured validation run: real TensorFlow training, asynchronous
