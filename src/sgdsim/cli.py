@@ -505,7 +505,7 @@ def _read_joins(
     "--joins-other-rates",
     is_flag=True,
     help="Take the --joins file's joins at every -b, not only at the rate it was captured at "
-    "(as networks[].joins_bandwidth_bps; under a fair queue they carried across a factor of 2 "
+    "(as networks[].joins_bandwidth_bps; under a fair queue they carried across factors of 2 and 4 "
     "of rate: docs/model.md).",
 )
 @click.option(

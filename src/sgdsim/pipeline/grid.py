@@ -136,7 +136,7 @@ def grid_joins(
 def joins_rate(entry: dict[str, Any], where: str = "config: networks[]") -> float:
     """The rate a ``networks[]`` entry's joins are captured at, bit/s: its
     ``joins_bandwidth_bps`` where given (a rate this machine emulates, taken for
-    a network it cannot; a fair queue's joins carried across a factor of 2 of
+    a network it cannot; a fair queue's joins carried across factors of 2 and 4 of
     rate: docs/model.md, "Joins from another rate"), else its own
     ``bandwidth_bps`` (or its preset's).
 
