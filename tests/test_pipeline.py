@@ -636,3 +636,11 @@ def test_grid_network_with_joins_capture_is_captured_and_predicted_with_them(
             assert used is None and rate == bare[(network, workers)]
     assert gigabit.stat().st_mtime_ns == before  # its simulate job did not run again
     assert "Nothing to be done" in snakemake(wd, *args, "-n").stdout
+    # another port or capture rate is another capture: the rule runs again
+    for change in ({"buffer_bytes": 125_000}, {"joins_bandwidth_bps": 1e8}):
+        other = tiny_config()
+        other["networks"][0] |= {**dict(cfg["networks"][0]), **change}
+        (wd / "other.yaml").write_text(yaml.safe_dump(other))
+        again = snakemake(wd, "--cores", "2", "--configfile", "other.yaml", "-n")
+        out = again.stdout + again.stderr
+        assert again.returncode == 0 and "rule capture_joins:" in out, (change, out[-2000:])

@@ -1,5 +1,5 @@
 from sgdsim.config import check_config
-from sgdsim.pipeline.grid import grid_points, joins_path
+from sgdsim.pipeline.grid import capture_settings, grid_points, joins_path
 from sgdsim.store import imported_tables_dirs
 
 check_config(config, "config (" + " + ".join(map(str, workflow.configfiles)) + ")")
@@ -53,6 +53,12 @@ def network_joins(wildcards):
     with joins: capture the file of rule capture_joins."""
     path = joins_path(config, wildcards.network, wildcards.model, wildcards.hardware)
     return [] if path is None else [path]
+
+
+def capture_params(wildcards):
+    """What rule capture_joins captures the network with (rate, port, N, length), so
+    that a changed setting captures it again."""
+    return capture_settings(config, wildcards.network)
 
 
 def chrome_trace_files():

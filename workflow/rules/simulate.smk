@@ -36,6 +36,8 @@ rule capture_joins:
     resources:
         mem_mb=2000,
         runtime=join_runtime,
+    params:
+        settings=capture_params,
     script:
         "../scripts/capture_joins.py"
 

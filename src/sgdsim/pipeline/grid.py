@@ -171,6 +171,38 @@ def capture_workers_grid(config: dict[str, Any]) -> list[int]:
     return sorted({min(n, CAPTURE_MAX_WORKERS) for n in ns})
 
 
+def _capture_port(cfg: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """The port a ``joins: capture`` entry emulates: its own ``CAPTURE_PORT_KEYS``,
+    the queue else ``simulation.ps_discipline`` (the rest else ``validation``'s)."""
+    return {"queue": cfg["simulation"]["ps_discipline"]} | {
+        k: entry[k] for k in CAPTURE_PORT_KEYS if k in entry
+    }
+
+
+def capture_settings(config: dict[str, Any], network: str) -> str:
+    """What rule ``capture_joins`` captures the grid network ``network`` with, as
+    one line (the rule's ``params``, so that Snakemake captures again when any of
+    it changes): the capture rate (:func:`joins_rate`), the emulated port
+    (:func:`sgdsim.pipeline.validation.validation_link` of the entry's
+    ``queue``, ``buffer_bytes``, ``mtu``, ``congestion_control``), the N
+    captured, and ``validation``'s capture length and runs.
+
+    Raises:
+        ConfigError: no such entry.
+    """
+    from sgdsim.pipeline.validation import validation_link
+
+    cfg = with_defaults(config)
+    i, raw = _network_entry(cfg, network)
+    v = cfg["validation"]
+    return (
+        f"rate={joins_rate(raw, f'config: networks[{i}] ({network})'):g} "
+        f"link={validation_link(cfg, _capture_port(cfg, raw))!r} "
+        f"workers={capture_workers_grid(cfg)} "
+        f"capture_s={float(v['join_capture_s']):g} runs={int(v['join_capture_runs'])}"
+    )
+
+
 def capture_joins_stage(
     config: dict[str, Any],
     workload_path: str,
@@ -212,10 +244,7 @@ def capture_joins_stage(
     why = check_available() or tcpdump_missing()
     if why is not None:
         raise ConfigError(f"{where} needs the emulated testbed: {why}; or name a joins file")
-    port = {"queue": cfg["simulation"]["ps_discipline"]} | {
-        k: raw[k] for k in CAPTURE_PORT_KEYS if k in raw
-    }
-    link = validation_link(cfg, port)
+    link = validation_link(cfg, _capture_port(cfg, raw))
     rate = joins_rate(raw, where)
     row = join_calibration(
         profile_spec(cfg, hardware, model),
