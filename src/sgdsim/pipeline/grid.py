@@ -350,6 +350,7 @@ def simulate_stage(
     params = with_hardware(cfg, wildcards["hardware"], SimParams.from_config(cfg))
     rule = grid_rule(cfg)
     joins = grid_joins(cfg, wildcards["network"], wildcards["model"], wildcards["hardware"])
+    joins_bps = None if joins is None else float(joins[1]["network"]["bandwidth_bps"])
     points = grid_points(cfg, defaults_filled=True)
     rows: list[dict[str, Any]] = []
     for policy, mode, n in progress(points, desc=f"[simulate] {network.name}", unit="point"):
@@ -359,8 +360,7 @@ def simulate_stage(
             gc.freeze()
         net_n, params_n, used, used_rate = network, params, None, None
         if joins is not None and mode == "async" and n > 1:
-            used, captured = joins
-            used_rate = float(captured["network"]["bandwidth_bps"])
+            (used, captured), used_rate = joins, joins_bps
             net_n, params_n = apply_joins(captured, n, network, params)
         rows.append(
             {
