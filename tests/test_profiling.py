@@ -7,7 +7,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -176,41 +175,3 @@ def test_entry_module_is_not_imported_by_its_package_before_it_runs(module: str)
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "usage" in r.stdout.lower()
-
-
-_BUSY_CHILD = r"""
-import sys, threading, time
-stop = threading.Event()
-for _ in range(100):  # idle threads, as a TensorFlow process has
-    threading.Thread(target=stop.wait, daemon=True).start()
-while time.process_time() < 0.3:  # 0.3 s of CPU on one thread
-    pass
-print("spun", flush=True)
-sys.stdin.read()
-"""
-
-
-def test_process_cpu_counts_another_process_cpu_and_costs_the_reader_nothing():
-    from sgdsim.profiling.worker import process_cpu_s
-
-    child = subprocess.Popen(
-        [sys.executable, "-c", _BUSY_CHILD],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline() == "spun\n"
-        cpu = process_cpu_s(child.pid)
-        assert cpu is not None and 0.3 <= cpu < 0.6  # interpreter start-up included
-        # a worker reads its own and the PS's clocks twice a step: 1,000 reads of a
-        # 101-thread process must not add CPU to what the worker's figure counts
-        me = time.process_time()
-        for _ in range(1000):
-            process_cpu_s(child.pid)
-        assert time.process_time() - me < 0.05
-    finally:
-        child.kill()
-        child.wait()
-    assert process_cpu_s(child.pid) is None  # gone
-    assert process_cpu_s(os.getpid()) == pytest.approx(time.process_time(), abs=0.01)

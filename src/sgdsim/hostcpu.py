@@ -1,5 +1,6 @@
 """This machine's CPU time counters (``/proc/stat``): how busy the node was and
-how much of it the hypervisor stole while something was measured.
+how much of it the hypervisor stole while something was measured; and each
+process's own CPU time (:func:`process_cpu_s`).
 
 A virtual machine's host may run other tenants on the same physical cores;
 the time it takes from this VM is ``steal``. A profile, a calibration or a
@@ -10,6 +11,9 @@ Every measuring stage therefore records the steal over its own run.
 """
 
 from __future__ import annotations
+
+import os
+import time
 
 #: Fields of the aggregate ``cpu`` line of ``/proc/stat`` that :func:`cpu_ticks` reads.
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -31,6 +35,14 @@ def cpu_ticks() -> dict[str, int] | None:
     if not parts or parts[0] != "cpu" or len(parts) < 9:
         return None
     return dict(zip(CPU_FIELDS, (int(x) for x in parts[1:9]), strict=True))
+
+
+def busy_s(a: dict[str, int], b: dict[str, int]) -> float:
+    """CPU seconds the node was busy (user + nice + system + irq + softirq, all
+    cores) between two :func:`cpu_ticks` readings; ``/proc/stat`` counts in
+    ``USER_HZ`` ticks (``sysconf(SC_CLK_TCK)``, see ``proc(5)``)."""
+    busy = ("user", "nice", "system", "irq", "softirq")
+    return sum(b[f] - a[f] for f in busy) / os.sysconf("SC_CLK_TCK")
 
 
 def busy_steal(a: dict[str, int], b: dict[str, int]) -> tuple[float, float] | None:
@@ -78,3 +90,24 @@ def steal_warning(what: str, steal: float | None) -> str | None:
         f"(above {STEAL_WARN:.0%}): its figures are slower than on a quiet host; "
         "predictions and measurements taken under different steal are not comparable"
     )
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, every thread) used so far by process ``pid``.
+
+    Reads the process's CPU-time clock (``clock_gettime`` of the clock id
+    ``clock_getcpuclockid(pid)`` returns, which Linux builds as
+    ``(~pid << 3) | CPUCLOCK_SCHED``; see ``clock_getcpuclockid(3)`` and
+    ``include/linux/posix-timers.h`` of the kernel): one system call, in
+    nanoseconds. Not a sum over ``/proc/PID/task/*/schedstat``: that costs
+    the reader one file read per thread (a TensorFlow process has ~110), about
+    6 ms of the worker's own CPU per step for its and the PS's threads, which
+    the worker's figure would then count. None where the clock cannot be read
+    (not Linux, or the process is gone).
+    """
+    if pid == os.getpid():
+        return time.process_time()
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except (OSError, OverflowError, AttributeError):
+        return None

@@ -17,7 +17,7 @@ from sgdsim.io import atomic_path
 
 #: Version of ``schema.sql``; raise it when a table or column changes, so readers
 #: (:func:`sgdsim.sandbox.connect`, the dashboard) refuse a store of another layout.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: Parquet file of each profile table inside a normalized tables directory.
 PROFILE_TABLES = {

@@ -314,6 +314,7 @@ def _run_columns(r: Any, spec: Any, reason: str, loopback: bool) -> dict[str, An
         "background_busy": r.background_busy,
         "cpu_busy": r.cpu_busy,
         "cpu_steal": r.cpu_steal,
+        **{f"{k}_cpu_s_per_step": r.cpu_s_per_step.get(k) for k in ("worker", "ps", "other")},
         "shaper_drops": r.drops,
     }
 

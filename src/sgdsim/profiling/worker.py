@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sgdsim.hostcpu import process_cpu_s
 from sgdsim.profiling.spec import ProfileSpec
 from sgdsim.progress import progress, write_line
 from sgdsim.traces.parse import step_window_us, transfer_records
@@ -287,27 +288,6 @@ def run_worker(
         else os.cpu_count(),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system, every thread) used so far by process ``pid``.
-
-    Reads the process's CPU-time clock (``clock_gettime`` of the clock id
-    ``clock_getcpuclockid(pid)`` returns, which Linux builds as
-    ``(~pid << 3) | CPUCLOCK_SCHED``; see ``clock_getcpuclockid(3)`` and
-    ``include/linux/posix-timers.h`` of the kernel): one system call, in
-    nanoseconds. Not a sum over ``/proc/PID/task/*/schedstat``: that costs
-    the reader one file read per thread (a TensorFlow process has ~110), about
-    6 ms of the worker's own CPU per step for its and the PS's threads, which
-    the worker's figure would then count. None where the clock cannot be read
-    (not Linux, or the process is gone).
-    """
-    if pid == os.getpid():
-        return time.process_time()
-    try:
-        return time.clock_gettime(((~pid) << 3) | 2)
-    except (OSError, OverflowError, AttributeError):
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -183,6 +183,9 @@ CREATE TABLE measurements (
     background_busy  DOUBLE,            -- share of this machine's CPU busy in the second before the run
     cpu_busy         DOUBLE,            -- share of this machine's CPU time busy over the window
     cpu_steal        DOUBLE,            -- share of it the hypervisor stole over the window
+    worker_cpu_s_per_step DOUBLE,       -- CPU seconds of the worker processes (all threads) per step over the window
+    ps_cpu_s_per_step DOUBLE,           -- CPU seconds of the PS process per step over the window
+    other_cpu_s_per_step DOUBLE,        -- the node's busy CPU seconds charged to neither, per step (kernel softirqs of the emulated network, other load)
     shaper_drops     BIGINT,            -- packets the tc tbf shapers dropped over the run
     protocol         VARCHAR,           -- episodes (drawn start phases) | steady (run until converged)
     buffer_bytes     BIGINT,            -- queue limit of every emulated NIC, bytes (fifo: the FIFO; fair: each per-peer queue)

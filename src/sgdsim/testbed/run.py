@@ -20,12 +20,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgdsim.hostcpu import HostCpu, busy_steal, cpu_ticks
+from sgdsim.hostcpu import HostCpu, busy_s, busy_steal, cpu_ticks, process_cpu_s
 from sgdsim.io import atomic_path
 from sgdsim.profiling.procs import free_ports, ps_argv, spawn, stop
 from sgdsim.profiling.spec import ProfileSpec
@@ -85,6 +85,10 @@ class MeasurementResult:
         allreduces_per_step: all-reduce ops in the traced step of an
             ``allreduce`` run (:func:`sgdsim.testbed.sync.run_sync_measurement`;
             1: every gradient in one pack); None in other modes.
+        cpu_s_per_step: CPU seconds per step over the window by who spent them
+            (:meth:`CpuSampler.cpu_per_step`: ``worker``, all workers' processes;
+            ``ps``; ``other``, the rest of the node's busy time); empty where
+            not sampled.
     """
 
     workers: int
@@ -104,6 +108,7 @@ class MeasurementResult:
     start_offsets_s: tuple[tuple[float, ...], ...] = ()
     steady: SteadyEstimate | None = None
     allreduces_per_step: int | None = None
+    cpu_s_per_step: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def drops(self) -> int:
@@ -137,25 +142,42 @@ def _exit_text(rc: int) -> str:
 
 
 class CpuSampler:
-    """Samples this machine's CPU time counters (``/proc/stat``) in a background thread.
+    """Samples this machine's CPU time counters (``/proc/stat``) and the CPU time of
+    the measured processes in a background thread.
 
     :meth:`fractions` gives, over a time window, the share of the node's CPU
     time that was busy (user, nice, system, irq, softirq) and stolen by the
     hypervisor (steal): a testbed point near busy = 1 is CPU-bound, and steal
-    says how much of the node another tenant took.
+    says how much of the node another tenant took. :meth:`cpu_per_step` splits
+    the busy CPU seconds of the window by who spent them, per step.
+
+    Args:
+        interval_s: seconds between samples.
+        pids: process ids by role (say ``{"worker": [...], "ps": [...]}``),
+            whose CPU time (:func:`~sgdsim.hostcpu.process_cpu_s`) each sample reads.
     """
 
-    def __init__(self, interval_s: float = 0.5) -> None:
-        self.samples: list[tuple[float, dict[str, int]]] = []
+    def __init__(
+        self, interval_s: float = 0.5, pids: Mapping[str, Sequence[int]] | None = None
+    ) -> None:
+        self.samples: list[tuple[float, dict[str, int], dict[str, float | None]]] = []
+        self._pids = {role: tuple(p) for role, p in (pids or {}).items()}
         self._stop = threading.Event()
         self._interval = interval_s
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def _processes(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for role, pids in self._pids.items():
+            times = [process_cpu_s(p) for p in pids]
+            out[role] = None if any(t is None for t in times) else sum(t or 0.0 for t in times)
+        return out
 
     def _run(self) -> None:
         while True:
             c = cpu_ticks()
             if c is not None:
-                self.samples.append((time.time(), c))
+                self.samples.append((time.time(), c, self._processes()))
             if self._stop.wait(self._interval):
                 return
 
@@ -167,13 +189,52 @@ class CpuSampler:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def _inside(
+        self, start: float, end: float
+    ) -> list[tuple[float, dict[str, int], dict[str, float | None]]]:
+        return [x for x in self.samples if start <= x[0] <= end]
+
     def fractions(self, start: float, end: float) -> tuple[float, float] | None:
         """(busy, steal) fractions of all CPU time between the samples nearest inside
         ``[start, end]`` (epoch seconds); None with fewer than two samples there."""
-        inside = [(t, c) for t, c in self.samples if start <= t <= end]
+        inside = self._inside(start, end)
         if len(inside) < 2:
             return None
         return busy_steal(inside[0][1], inside[-1][1])
+
+    def cpu_per_step(self, start: float, end: float, steps_per_s: float) -> dict[str, float]:
+        """CPU seconds per step over ``[start, end]`` (epoch seconds) at
+        ``steps_per_s`` (all workers' steps): each role's processes (all their
+        threads), and ``other``, the node's busy CPU seconds less theirs (kernel
+        work charged to no process, such as the emulated network's softirqs on
+        their own threads, and any other load). Between the samples nearest inside
+        the window that read every process's clock (a process that ended has
+        none); empty with fewer than two such samples or ``steps_per_s`` ≤ 0."""
+        inside = [x for x in self._inside(start, end) if None not in x[2].values()]
+        if len(inside) < 2 or steps_per_s <= 0:
+            return {}
+        (t0, c0, p0), (t1, c1, p1) = inside[0], inside[-1]
+        steps = steps_per_s * (t1 - t0)
+        if steps <= 0:
+            return {}
+        out: dict[str, float] = {}
+        spent = 0.0
+        for role in self._pids:
+            used = (p1[role] or 0.0) - (p0[role] or 0.0)
+            out[role] = used / steps
+            spent += used
+        out["other"] = (busy_s(c0, c1) - spent) / steps
+        return out
+
+
+def role_pids(procs: Mapping[str, subprocess.Popen[bytes]]) -> dict[str, list[int]]:
+    """Process ids of a run's ``ps`` and ``w<k>`` processes by role (``ps``,
+    ``worker``), for :class:`CpuSampler`; a role without processes is left out."""
+    roles = {
+        "worker": [p.pid for name, p in procs.items() if name.startswith("w")],
+        "ps": [p.pid for name, p in procs.items() if name == "ps"],
+    }
+    return {role: pids for role, pids in roles.items() if pids}
 
 
 def background_busy(seconds: float = 1.0) -> float | None:
@@ -352,7 +413,7 @@ def run_async_measurement(
             starts: list[float] = []  # each episode's common start (with offsets)
             # an episode is done when every worker is ready for the next one, or has exited
             done = progress(desc=f"[measure] N={workers} episodes", total=episodes, unit="episode")
-            with CpuSampler() as cpu, done:
+            with CpuSampler(pids=role_pids(procs)) as cpu, done:
                 for ep, row in enumerate(offsets or []):
                     readies = [Path(f"{outs[f'w{k}']}.ready.{ep}") for k in range(workers)]
                     wait_workers(
@@ -378,7 +439,9 @@ def run_async_measurement(
             t0 = window_start(times, warmup_s, warmup_steps)
             total, per, window, sub = summarize(times, warmup_s, sub_windows, warmup_steps)
             shares = cpu.fractions(t0, t0 + window)
+            per_step = cpu.cpu_per_step(t0, t0 + window, total)
         else:
+            per_step = {}  # the span between episodes is not steps
             rates = []
             for ep, row in enumerate(offsets):
                 ends = [sorted(float(x) for x in d["episodes"][ep]) for d in results]
@@ -411,6 +474,7 @@ def run_async_measurement(
         cpu_busy=None if shares is None else shares[0],
         cpu_steal=None if shares is None else shares[1],
         start_offsets_s=tuple(tuple(e) for e in offsets or ()),
+        cpu_s_per_step=per_step,
     )
     cpu_text = "not sampled" if shares is None else f"busy {shares[0]:.0%}, stolen {shares[1]:.0%}"
     what = "episodes" if offsets is not None else "sub-windows"
@@ -418,9 +482,16 @@ def run_async_measurement(
         f"{workers} worker(s): {total:.3f} steps/s over {window:.1f} s "
         f"(per worker {', '.join(f'{r:.3f}' for r in per)}; "
         f"{what} {', '.join(f'{r:.3f}' for r in sub)}); "
-        f"{result.drops} packets dropped by the shapers; CPU {cpu_text}"
+        f"{result.drops} packets dropped by the shapers; CPU {cpu_text}{cpu_split(per_step)}"
     )
     return result
+
+
+def cpu_split(per_step: Mapping[str, float]) -> str:
+    """``per_step`` (:meth:`CpuSampler.cpu_per_step`) as a log fragment, '' if empty."""
+    if not per_step:
+        return ""
+    return "; CPU per step " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in per_step.items())
 
 
 def warn_if_busy() -> float | None:

@@ -35,9 +35,11 @@ from sgdsim.testbed.run import (
     CpuSampler,
     MeasurementResult,
     child_env,
+    cpu_split,
     log,
     open_hosts,
     read_results,
+    role_pids,
     wait_workers,
     warn_if_busy,
 )
@@ -190,7 +192,7 @@ def run_steady_measurement(
                 )
                 return True
 
-            with CpuSampler() as cpu:
+            with CpuSampler(pids=role_pids(procs)) as cpu:
                 wait_workers(procs, workers, deadline, until=converged)
                 if decided:
                     for k in range(workers):
@@ -212,6 +214,7 @@ def run_steady_measurement(
                 )
             est = dataclasses.replace(late, converged=False)
         shares = cpu.fractions(est.start, est.end)
+        per_step = cpu.cpu_per_step(est.start, est.end, est.steps_per_s)
         qdisc = testbed.qdisc_stats() if testbed is not None else {}
         if capture is not None and capture.poll() is not None:
             raise MeasurementError(
@@ -238,12 +241,14 @@ def run_steady_measurement(
         cpu_busy=None if shares is None else shares[0],
         cpu_steal=None if shares is None else shares[1],
         steady=est,
+        cpu_s_per_step=per_step,
     )
     log(
         f"{workers} worker(s): {est.steps_per_s:.3f} ± {est.half_width:.3f} steps/s "
         f"({'converged' if est.converged else 'NOT converged'}) over {est.window_s:.1f} s "
         f"(per worker {', '.join(f'{r:.3f}' for r in est.per_worker_steps_per_s)}; steps "
         f"{', '.join(map(str, est.steps))}); {result.drops} packets dropped by the shapers"
+        + cpu_split(per_step)
     )
     warn = steal_warning("the measurement's window", result.cpu_steal)
     if warn is not None:

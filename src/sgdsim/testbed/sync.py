@@ -48,9 +48,11 @@ from sgdsim.testbed.run import (
     CpuSampler,
     MeasurementResult,
     child_env,
+    cpu_split,
     log,
     open_hosts,
     read_results,
+    role_pids,
     wait_workers,
     warn_if_busy,
 )
@@ -222,7 +224,7 @@ def run_sync_measurement(
                     log(f"measured enough; every worker stops after step {count}")
                 return done
 
-            with CpuSampler() as cpu:
+            with CpuSampler(pids=role_pids(procs)) as cpu:
                 wait_workers(procs, workers, deadline, until=measured)
                 wait_workers(procs, workers, deadline)
             results = read_results([outs[k] for k in range(workers)])
@@ -248,6 +250,7 @@ def run_sync_measurement(
             total, per, window, sub = summarize(times, warmup_s, 4, warmup_steps)
             t0 = window_start(times, warmup_s, warmup_steps)
         shares = cpu.fractions(t0, t0 + window)
+        per_step = cpu.cpu_per_step(t0, t0 + window, total)
         qdisc = testbed.qdisc_stats() if testbed is not None else {}
     finally:
         for p in procs.values():
@@ -271,10 +274,12 @@ def run_sync_measurement(
         cpu_steal=None if shares is None else shares[1],
         steady=est,
         allreduces_per_step=packs,
+        cpu_s_per_step=per_step,
     )
     log(
         f"{workers} {mode} worker(s): {total:.3f} steps/s over {window:.1f} s (per worker "
         f"{', '.join(f'{r:.3f}' for r in per)}); {result.drops} packets dropped by the shapers"
         + ("" if packs is None else f"; {packs} all-reduce(s) per step")
+        + cpu_split(per_step)
     )
     return result
