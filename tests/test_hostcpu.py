@@ -105,16 +105,20 @@ def test_the_sampler_splits_the_windows_cpu_per_step_by_process_and_ends_with_th
             busy.wait(timeout=10)  # samples after its end cannot read its clock
             time.sleep(0.2)
         # one core spinning over the window at 10 steps/s: 0.1 s of CPU per step
-        split = cpu.cpu_per_step(start, end, steps_per_s=10.0)
+        split = cpu.cpu_per_step([(start, end, 10.0)])
         assert split["worker"] == pytest.approx(0.1, rel=0.2)
         assert split["ps"] == pytest.approx(0.0, abs=0.005)
         # the node's own busy time holds the spinner's: the rest is not negative
         assert split["other"] > -0.01
         # a window that runs past the spinner's end still gives a split, from the
         # samples that read its clock; none without two of them or without steps
-        assert cpu.cpu_per_step(start, time.time(), 10.0)["worker"] > 0.05
-        assert cpu.cpu_per_step(start, end, 0.0) == {}
-        assert cpu.cpu_per_step(end + 60, end + 61, 10.0) == {}
+        assert cpu.cpu_per_step([(start, time.time(), 10.0)])["worker"] > 0.05
+        assert cpu.cpu_per_step([(start, end, 0.0)]) == {}
+        assert cpu.cpu_per_step([(end + 60, end + 61, 10.0)]) == {}
+        # two windows (episodes) pool their CPU and their steps; an empty one adds nothing
+        mid = (start + end) / 2
+        both = cpu.cpu_per_step([(start, mid, 10.0), (mid, end, 10.0), (end + 60, end + 61, 1.0)])
+        assert both["worker"] == pytest.approx(split["worker"], rel=0.2)
     finally:
         for p in (busy, idle):
             p.kill()

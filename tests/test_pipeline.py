@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -184,6 +185,19 @@ def test_tiny_pipeline_measures_the_validation_points_and_reports_accuracy(tiny_
         assert ape == pytest.approx(100 * abs(pred - meas) / meas)
     (n, mape) = con.execute("SELECT count(*), avg(ape_pct) FROM validation").fetchone()
     assert f"All {n} points: MAPE {mape:.1f} %" in report
+    # every run's CPU per step, split by who spent it, adds up to the node's busy time
+    split = con.execute(
+        "SELECT mode, worker_cpu_s_per_step, ps_cpu_s_per_step, other_cpu_s_per_step, "
+        "steps_per_s, cpu_busy FROM measurements"
+    ).fetchall()
+    for mode, worker, ps, other, rate, busy in split:
+        assert worker > 0 and (ps is None) == (mode == "allreduce"), (mode, worker, ps)
+        spent = (worker + (ps or 0.0) + other) * rate
+        assert spent == pytest.approx(busy * os.cpu_count(), rel=0.1), (mode, spent, busy)
+    assert con.execute(
+        "SELECT bool_and(measured_cpu_s_per_step > 0 AND modelled_cpu_s_per_step > 0) "
+        "FROM validation WHERE mode = 'async'"
+    ).fetchone()[0]
     # the testbed places every worker on this node: the prediction shares its cores
     placed = "SELECT bool_and(workers_per_node = workers) FROM testbed_predictions"
     assert con.execute(placed).fetchone()[0]

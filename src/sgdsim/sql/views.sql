@@ -42,6 +42,13 @@ SELECT
     100 * (p.steps_per_s - m.steps_per_s) / m.steps_per_s AS error_pct,
     100 * abs(p.steps_per_s - m.steps_per_s) / m.steps_per_s AS ape_pct,
     m.cpu_busy, m.cpu_steal, m.shaper_drops,
+    -- CPU seconds per step: measured over the window (worker and PS processes, if
+    -- any, and the node's rest), and what the model charges (the profile's worker and PS
+    -- CPU and the network's calibrated kernel CPU: node_cores / cpu_bound); a
+    -- CPU-bound point predicted too fast shows the first above the second
+    m.worker_cpu_s_per_step + coalesce(m.ps_cpu_s_per_step, 0) + m.other_cpu_s_per_step
+        AS measured_cpu_s_per_step,
+    pf.node_cores / p.cpu_bound_steps_per_s AS modelled_cpu_s_per_step,
     p.steps_per_s_lo AS predicted_lo_steps_per_s,
     p.steps_per_s_hi AS predicted_hi_steps_per_s,
     -- inside the phase band (workers in lockstep … bottleneck bound); NULL: no band

@@ -202,29 +202,35 @@ class CpuSampler:
             return None
         return busy_steal(inside[0][1], inside[-1][1])
 
-    def cpu_per_step(self, start: float, end: float, steps_per_s: float) -> dict[str, float]:
-        """CPU seconds per step over ``[start, end]`` (epoch seconds) at
-        ``steps_per_s`` (all workers' steps): each role's processes (all their
-        threads), and ``other``, the node's busy CPU seconds less theirs (kernel
-        work charged to no process, such as the emulated network's softirqs on
-        their own threads, and any other load). Between the samples nearest inside
-        the window that read every process's clock (a process that ended has
-        none); empty with fewer than two such samples or ``steps_per_s`` ≤ 0."""
-        inside = [x for x in self._inside(start, end) if None not in x[2].values()]
-        if len(inside) < 2 or steps_per_s <= 0:
-            return {}
-        (t0, c0, p0), (t1, c1, p1) = inside[0], inside[-1]
-        steps = steps_per_s * (t1 - t0)
+    def cpu_per_step(self, windows: Sequence[tuple[float, float, float]]) -> dict[str, float]:
+        """CPU seconds per step over ``windows``, each ``(start, end, steps_per_s)``
+        (epoch seconds; all workers' steps per second in it): each role's processes
+        (all their threads), and ``other``, the node's busy CPU seconds less theirs
+        (kernel work charged to no process, such as the emulated network's softirqs
+        on the kernel's own threads, and any other load), summed over the windows
+        and divided by their steps.
+
+        Each window counts between its first and last sample that read every
+        process's clock (a process that ended has none); a window with fewer than
+        two such samples or no steps is left out; empty if every one is.
+        """
+        spent = dict.fromkeys(self._pids, 0.0)
+        busy = steps = 0.0
+        for start, end, steps_per_s in windows:
+            inside = [x for x in self._inside(start, end) if None not in x[2].values()]
+            if len(inside) < 2 or not steps_per_s > 0 or inside[-1][0] <= inside[0][0]:
+                continue
+            (t0, c0, p0), (t1, c1, p1) = inside[0], inside[-1]
+            for role in self._pids:
+                spent[role] += (p1[role] or 0.0) - (p0[role] or 0.0)
+            busy += busy_s(c0, c1)
+            steps += steps_per_s * (t1 - t0)
         if steps <= 0:
             return {}
-        out: dict[str, float] = {}
-        spent = 0.0
-        for role in self._pids:
-            used = (p1[role] or 0.0) - (p0[role] or 0.0)
-            out[role] = used / steps
-            spent += used
-        out["other"] = (busy_s(c0, c1) - spent) / steps
-        return out
+        return {
+            **{r: s / steps for r, s in spent.items()},
+            "other": (busy - sum(spent.values())) / steps,
+        }
 
 
 def role_pids(procs: Mapping[str, subprocess.Popen[bytes]]) -> dict[str, list[int]]:
@@ -439,19 +445,21 @@ def run_async_measurement(
             t0 = window_start(times, warmup_s, warmup_steps)
             total, per, window, sub = summarize(times, warmup_s, sub_windows, warmup_steps)
             shares = cpu.fractions(t0, t0 + window)
-            per_step = cpu.cpu_per_step(t0, t0 + window, total)
+            per_step = cpu.cpu_per_step([(t0, t0 + window, total)])
         else:
-            per_step = {}  # the span between episodes is not steps
-            rates = []
+            rates, windows = [], []
             for ep, row in enumerate(offsets):
                 ends = [sorted(float(x) for x in d["episodes"][ep]) for d in results]
-                rates.append(summarize(ends, 0.0, 1, 0, starts[ep] + max(row) + warmup_s))
+                begin = starts[ep] + max(row) + warmup_s
+                rates.append(summarize(ends, 0.0, 1, 0, begin))
+                windows.append((begin, begin + rates[-1][2], rates[-1][0]))
             t0 = starts[0] + max(offsets[0]) + warmup_s
             total = statistics.fmean(r[0] for r in rates)
             per = tuple(statistics.fmean(r[1][k] for r in rates) for k in range(workers))
             window = sum(r[2] for r in rates)
             sub = tuple(r[0] for r in rates)
             shares = cpu.fractions(t0, starts[-1] + max(offsets[-1]) + warmup_s + rates[-1][2])
+            per_step = cpu.cpu_per_step(windows)
         qdisc = testbed.qdisc_stats() if testbed is not None else {}
     finally:
         for p in procs.values():

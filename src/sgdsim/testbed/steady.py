@@ -214,7 +214,7 @@ def run_steady_measurement(
                 )
             est = dataclasses.replace(late, converged=False)
         shares = cpu.fractions(est.start, est.end)
-        per_step = cpu.cpu_per_step(est.start, est.end, est.steps_per_s)
+        per_step = cpu.cpu_per_step([(est.start, est.end, est.steps_per_s)])
         qdisc = testbed.qdisc_stats() if testbed is not None else {}
         if capture is not None and capture.poll() is not None:
             raise MeasurementError(

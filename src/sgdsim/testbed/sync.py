@@ -250,7 +250,7 @@ def run_sync_measurement(
             total, per, window, sub = summarize(times, warmup_s, 4, warmup_steps)
             t0 = window_start(times, warmup_s, warmup_steps)
         shares = cpu.fractions(t0, t0 + window)
-        per_step = cpu.cpu_per_step(t0, t0 + window, total)
+        per_step = cpu.cpu_per_step([(t0, t0 + window, total)])
         qdisc = testbed.qdisc_stats() if testbed is not None else {}
     finally:
         for p in procs.values():
