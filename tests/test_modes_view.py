@@ -697,3 +697,30 @@ def test_validation_view_report_and_page_weigh_each_error_against_the_measuremen
     assert got == [(None,), (None,)]
     accuracy_report(episodes, out)
     assert "interval" not in out.read_text()
+
+
+def test_accuracy_report_sets_the_cpu_per_step_of_busy_points_beside_the_models(tmp_path):
+    # N = 2 kept the cores 90 % busy: 10 + 4 + 1 ms measured per step; N = 1 at 40 % is
+    # not listed; N = 3 at 80 % has no split (a store row written before it) and is not
+    one, two, three = (measured_point(n, 10.0 * n, 10.0 * n + 1) for n in (1, 2, 3))
+    one[0].update({"cpu_busy": 0.4, "worker_cpu_s_per_step": 0.01})
+    one[0].update({"ps_cpu_s_per_step": 0.004, "other_cpu_s_per_step": 0.001})
+    two[0].update({"cpu_busy": 0.9, "worker_cpu_s_per_step": 0.01})
+    two[0].update({"ps_cpu_s_per_step": 0.004, "other_cpu_s_per_step": 0.001})
+    three[0].update({"cpu_busy": 0.8})
+    db = measured_store(tmp_path, [one, two, three])
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute(
+            "SELECT workers, round(measured_cpu_s_per_step, 6) FROM validation ORDER BY workers"
+        ).fetchall()
+    assert got == [(1, 0.015), (2, 0.015), (3, None)]
+    out = tmp_path / "accuracy.md"
+    accuracy_report(db, out)
+    text = out.read_text()
+    section = text[text.index("## CPU per step") :]
+    assert "| LeNet5 | n | tf_default | 2 | 90 | 15 (10 + 4 + 1) | — | +5.0 |" in section
+    assert "| 1 | 40 |" not in section and "| 3 | 80 |" not in section
+    # a store where no point came near the cores has no such section
+    (tmp_path / "quiet").mkdir()
+    accuracy_report(measured_store(tmp_path / "quiet", [one]), out)
+    assert "## CPU per step" not in out.read_text()

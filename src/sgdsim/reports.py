@@ -388,7 +388,7 @@ def accuracy_report(db_path: str | os.PathLike[str], out_path: str | os.PathLike
         }
         replays = _replay_section(con)
         phases = _phase_section(con) + _group_section(con)
-        captures = _capture_section(con)
+        captures = _capture_section(con) + _cpu_section(con)
         stolen = _steal_lines(con)
     finally:
         con.close()
@@ -929,6 +929,74 @@ def _capture_section(con: Any) -> list[str]:
         "capture is simulated with what it gave, each worker on a node of its own. A "
         "calibration run, not a validated point: where the simulation misses it, the "
         "simulator's network dynamics miss before any model is trained (docs/validation.md).",
+    ]
+
+
+#: Share of the node's CPU time busy over a measured window from which the
+#: accuracy report's section "CPU per step" lists the point: near the cores'
+#: bound, where the CPU a step takes decides the rate.
+CPU_BOUND_BUSY = 0.75
+
+
+def _cpu_section(con: Any) -> list[str]:
+    """The points whose measurement kept the node's cores at least
+    :data:`CPU_BOUND_BUSY` busy, with the CPU seconds per step measured (by who
+    spent them) against the model's, as Markdown lines; none in a store without
+    the split or without such a point."""
+    if not _has_column(con, "validation", "measured_cpu_s_per_step"):
+        return []
+    rows = con.execute(
+        """
+        SELECT v.model, v.network, v.policy, v.workers, v.cpu_busy,
+               m.worker_cpu_s_per_step, m.ps_cpu_s_per_step, m.other_cpu_s_per_step,
+               v.measured_cpu_s_per_step, v.modelled_cpu_s_per_step, v.error_pct
+        FROM validation v JOIN measurements m
+          ON m.model = v.model AND m.hardware = v.hardware AND m.network = v.network
+         AND m.mode = v.mode AND m.policy = v.policy AND m.workers = v.workers
+        WHERE m.status = 'ok' AND v.cpu_busy >= ? AND v.measured_cpu_s_per_step IS NOT NULL
+        ORDER BY v.mode, v.model, v.bandwidth_bps, v.network, v.policy, v.workers
+        """,
+        [CPU_BOUND_BUSY],
+    ).fetchall()
+    if not rows:
+        return []
+
+    def ms(x: float | None) -> str:
+        return "—" if x is None else f"{1e3 * x:.0f}"
+
+    return [
+        "",
+        "## CPU per step",
+        "",
+        markdown_table(
+            [
+                *_POINT_COLUMNS,
+                "CPU busy %",
+                "measured ms/step (worker + PS + rest)",
+                "the model's ms/step",
+                "error %",
+            ],
+            [
+                (
+                    *r[:4],
+                    f"{100 * r[4]:.0f}",
+                    f"{ms(r[8])} ({ms(r[5])} + {ms(r[6])} + {ms(r[7])})",
+                    ms(r[9]),
+                    f"{r[10]:+.1f}",
+                )
+                for r in rows
+            ],
+        ),
+        "",
+        f"The points whose window kept the node's cores at least {100 * CPU_BOUND_BUSY:.0f} % "
+        "busy, where the CPU a step takes decides the rate: the CPU seconds per step measured "
+        "over the window (the worker processes, the PS, and the node's rest: softirqs and "
+        "other load) against the model's (the profile's worker and PS CPU and the network's "
+        "calibrated kernel CPU per byte; the node's cores over `cpu_bound_steps_per_s`). A "
+        "point predicted too fast with the measured figure above the model's is short of CPU "
+        "in the model; with the two close, the host's speed may have moved between the "
+        "profile and the measurement, which the steal counter does not show "
+        '(docs/steady-state-log.md, "CPU per step, measured by who spent it").',
     ]
 
 
