@@ -488,6 +488,10 @@ def test_calibration_measures_the_testbeds_network_cpu_per_byte(testbed_ok):
     r = network_cpu_per_byte(100e6, seconds=1.0)
     print(r)
     assert r.bytes_moved == 2 * 12_500_000  # 1 s at 100 Mbit/s, each way
+    # the figure is the median of the repeats, each a measurement of its own
+    runs = r.testbed_runs_s_per_byte
+    assert len(runs) == 3 and r.testbed_s_per_byte == sorted(runs)[1]
+    assert all(x > 0 for x in runs)
     # the shaped veth/bridge path costs the kernel CPU; loopback costs it less
     assert r.testbed_s_per_byte > 0 and r.loopback_s_per_byte >= 0
     assert r.extra_s_per_byte == max(0.0, r.testbed_s_per_byte - r.loopback_s_per_byte)

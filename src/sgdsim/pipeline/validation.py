@@ -667,6 +667,7 @@ def calibrate_testbed_stage(config: dict[str, Any], out_path: str, network_name:
             "network_cpu_s_per_byte": r.extra_s_per_byte,
             "testbed_s_per_byte": r.testbed_s_per_byte,
             "loopback_s_per_byte": r.loopback_s_per_byte,
+            "testbed_runs_s_per_byte": list(r.testbed_runs_s_per_byte),
             "bytes_moved": r.bytes_moved,
             "pull_join_delay_s": race.delay_s,
             "pull_race_growth_s": list(race.growth_s),
