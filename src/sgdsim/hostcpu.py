@@ -18,6 +18,9 @@ import time
 #: Fields of the aggregate ``cpu`` line of ``/proc/stat`` that :func:`cpu_ticks` reads.
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
+#: The :data:`CPU_FIELDS` that count as busy: the rest is idle, waiting on I/O or stolen.
+BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq")
+
 #: Share of the CPU time stolen above which a stage's figures are flagged as
 #: taken on a disturbed host (the quiet runs of this project's 2-core VM
 #: averaged 2 %; a run at 8.7 % moved single-worker step times by up to 22 %).
@@ -38,22 +41,20 @@ def cpu_ticks() -> dict[str, int] | None:
 
 
 def busy_s(a: dict[str, int], b: dict[str, int]) -> float:
-    """CPU seconds the node was busy (user + nice + system + irq + softirq, all
-    cores) between two :func:`cpu_ticks` readings; ``/proc/stat`` counts in
-    ``USER_HZ`` ticks (``sysconf(SC_CLK_TCK)``, see ``proc(5)``)."""
-    busy = ("user", "nice", "system", "irq", "softirq")
-    return sum(b[f] - a[f] for f in busy) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds the node was busy (:data:`BUSY_FIELDS`, all cores) between two
+    :func:`cpu_ticks` readings; ``/proc/stat`` counts in ``USER_HZ`` ticks
+    (``sysconf(SC_CLK_TCK)``, see ``proc(5)``)."""
+    return sum(b[f] - a[f] for f in BUSY_FIELDS) / os.sysconf("SC_CLK_TCK")
 
 
 def busy_steal(a: dict[str, int], b: dict[str, int]) -> tuple[float, float] | None:
     """(busy, steal) shares of all CPU time between two :func:`cpu_ticks` readings;
-    busy = user + nice + system + irq + softirq. None if no time passed."""
+    busy as :data:`BUSY_FIELDS`. None if no time passed."""
     d = {f: b[f] - a[f] for f in CPU_FIELDS}
     total = sum(d.values())
     if total <= 0:
         return None
-    busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
-    return busy / total, d["steal"] / total
+    return sum(d[f] for f in BUSY_FIELDS) / total, d["steal"] / total
 
 
 class HostCpu:

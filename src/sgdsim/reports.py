@@ -943,18 +943,17 @@ def _cpu_section(con: Any) -> list[str]:
     :data:`CPU_BOUND_BUSY` busy, with the CPU seconds per step measured (by who
     spent them) against the model's, as Markdown lines; none in a store without
     the split or without such a point."""
-    if not _has_column(con, "validation", "measured_cpu_s_per_step"):
+    if not _has_column(con, "validation", "measured_worker_cpu_s_per_step"):
         return []
     rows = con.execute(
         """
-        SELECT v.model, v.network, v.policy, v.workers, v.cpu_busy,
-               m.worker_cpu_s_per_step, m.ps_cpu_s_per_step, m.other_cpu_s_per_step,
-               v.measured_cpu_s_per_step, v.modelled_cpu_s_per_step, v.error_pct
-        FROM validation v JOIN measurements m
-          ON m.model = v.model AND m.hardware = v.hardware AND m.network = v.network
-         AND m.mode = v.mode AND m.policy = v.policy AND m.workers = v.workers
-        WHERE m.status = 'ok' AND v.cpu_busy >= ? AND v.measured_cpu_s_per_step IS NOT NULL
-        ORDER BY v.mode, v.model, v.bandwidth_bps, v.network, v.policy, v.workers
+        SELECT model, network, policy, workers, cpu_busy,
+               measured_worker_cpu_s_per_step, measured_ps_cpu_s_per_step,
+               measured_other_cpu_s_per_step, measured_cpu_s_per_step,
+               modelled_cpu_s_per_step, error_pct
+        FROM validation
+        WHERE cpu_busy >= ? AND measured_cpu_s_per_step IS NOT NULL
+        ORDER BY mode, model, bandwidth_bps, network, policy, workers
         """,
         [CPU_BOUND_BUSY],
     ).fetchall()

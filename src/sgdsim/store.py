@@ -15,9 +15,10 @@ import duckdb
 from sgdsim.errors import StoreError
 from sgdsim.io import atomic_path
 
-#: Version of ``schema.sql``; raise it when a table or column changes, so readers
-#: (:func:`sgdsim.sandbox.connect`, the dashboard) refuse a store of another layout.
-SCHEMA_VERSION = 13
+#: Version of ``schema.sql`` and ``views.sql``; raise it when a table, view or column
+#: changes, so readers (:func:`sgdsim.sandbox.connect`, the dashboard) refuse a store
+#: of another layout.
+SCHEMA_VERSION = 14
 
 #: Parquet file of each profile table inside a normalized tables directory.
 PROFILE_TABLES = {

@@ -46,6 +46,9 @@ SELECT
     -- any, and the node's rest), and what the model charges (the profile's worker and PS
     -- CPU and the network's calibrated kernel CPU: node_cores / cpu_bound); a
     -- CPU-bound point predicted too fast shows the first above the second
+    m.worker_cpu_s_per_step AS measured_worker_cpu_s_per_step,
+    m.ps_cpu_s_per_step AS measured_ps_cpu_s_per_step,
+    m.other_cpu_s_per_step AS measured_other_cpu_s_per_step,
     m.worker_cpu_s_per_step + coalesce(m.ps_cpu_s_per_step, 0) + m.other_cpu_s_per_step
         AS measured_cpu_s_per_step,
     pf.node_cores / p.cpu_bound_steps_per_s AS modelled_cpu_s_per_step,
