@@ -197,6 +197,13 @@ def test_saturated_rate_is_a_lone_pulls_bulk_rate():
     both = slotted({2: 0.0, 3: 0.1}, 0.0)
     assert saturated_rate(Packets(both.t, both.dst, both.src, both.payload), 1, [2, 3], 1) is None
     assert saturated_rate(alone, 1, [2], 100_000) is None
+    # a worker's pulls of steps 15 ms apart read as one transfer holding the pause;
+    # capped at a pull's bytes and a half, only the lone pull counts
+    t = np.r_[np.arange(20), 34 + np.arange(20), 1000 + np.arange(20)] * 0.001
+    ones = np.ones(len(t), dtype=alone.src.dtype)
+    steps = Packets(t, ones, 2 * ones, np.full(len(t), 1000, dtype=alone.payload.dtype))
+    assert saturated_rate(steps, 1, [2], 10_000) < 0.9e6  # the median of 0.7e6 and 1e6
+    assert saturated_rate(steps, 1, [2], 10_000, max_bytes=30_000) == pytest.approx(1e6, rel=0.01)
 
 
 def test_start_excess_separates_a_joins_cost_from_the_transfers_own_start():

@@ -693,7 +693,8 @@ def training_join_delays(
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
     growth, excess, gains, windows, lags, deficits = {}, {}, {}, {}, {}, {}
-    full = saturated_rate(packets, 1, hosts, pull_bytes / 2)
+    # a step's pull: half its bytes to one and a half (not two steps' run together)
+    full = saturated_rate(packets, 1, hosts, pull_bytes / 2, max_bytes=1.5 * pull_bytes)
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
         # a step's main transfer (half its bytes at least); windows of 5 % of it
         window = 0.05 * size / rate

@@ -15,6 +15,7 @@ from").
 
 from __future__ import annotations
 
+import math
 import shutil
 import statistics
 import struct
@@ -395,6 +396,7 @@ def saturated_rate(
     min_bytes: float,
     gap_s: float = 0.02,
     fraction: float = 0.05,
+    max_bytes: float = math.inf,
 ) -> float | None:
     """The link's rate when full, bytes/s: the median over pulls that no other
     pull overlaps of the rate between ``fraction`` and ``1 − fraction`` of their
@@ -402,7 +404,11 @@ def saturated_rate(
     the headers the capture counts are in it). A pull short against the
     shaper's token bucket runs above the rate (LeNet5 at 100 Mbit/s: 12.65
     MB/s once); a step's main pulls of the larger models do not (MobileNetV2:
-    12.35 MB/s). None without such a pull."""
+    12.35 MB/s). Only transfers of ``min_bytes`` to ``max_bytes`` count: one
+    worker's pulls of steps less than ``gap_s`` apart read as one transfer
+    whose rate holds the pauses between them (LeNet5's skeleton at 200 Mbit/s
+    through a shallow FIFO: 2–4 pulls 12 ms apart at 9–14 MB/s, each at 25.5).
+    None without such a pull."""
     flows, transfers = _transfers(packets, server, workers, "pull", min_bytes, gap_s)
     rates = []
     for start, end, w in transfers:
@@ -411,6 +417,8 @@ def saturated_rate(
         t, size = flows[w]
         m = (t >= start) & (t <= end)
         done, times = np.cumsum(size[m]), t[m]
+        if done[-1] > max_bytes:
+            continue
         lo, hi = np.searchsorted(done, [fraction * done[-1], (1 - fraction) * done[-1]])
         if hi > lo and times[hi] > times[lo]:
             rates.append(float(done[hi] - done[lo]) / float(times[hi] - times[lo]))
