@@ -193,10 +193,16 @@ def test_saturated_rate_is_a_lone_pulls_bulk_rate():
     alone = slotted({2: 0.0}, 0.0)  # 1000 packets of 1000 bytes, one per ms, as pulls
     pulls = Packets(alone.t, np.ones_like(alone.src), alone.src, alone.payload)
     assert saturated_rate(pulls, 1, [2], 100_000) == pytest.approx(1e6, rel=0.01)
-    # two pulls that overlap are not lone ones; pushes are not pulls
+    # two pulls that overlap are not lone ones, nor a pull beside a push; pushes
+    # are not pulls
     both = slotted({2: 0.0, 3: 0.1}, 0.0)
     assert saturated_rate(Packets(both.t, both.dst, both.src, both.payload), 1, [2, 3], 1) is None
     assert saturated_rate(alone, 1, [2], 100_000) is None
+    push = slotted({3: 0.5}, 0.0)  # worker 3 pushes from 0.5 s on
+    cols = [np.r_[getattr(pulls, f), getattr(push, f)] for f in ("t", "src", "dst", "payload")]
+    order = np.argsort(cols[0], kind="stable")
+    beside = Packets(*(c[order] for c in cols))
+    assert saturated_rate(beside, 1, [2, 3], 100_000) is None
     # a worker's pulls of steps 15 ms apart read as one transfer holding the pause;
     # capped at a pull's bytes and a half, only the lone pull counts
     t = np.r_[np.arange(20), 34 + np.arange(20), 1000 + np.arange(20)] * 0.001

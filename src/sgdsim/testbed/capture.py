@@ -399,20 +399,25 @@ def saturated_rate(
     max_bytes: float = math.inf,
 ) -> float | None:
     """The link's rate when full, bytes/s: the median over pulls that no other
-    pull overlaps of the rate between ``fraction`` and ``1 − fraction`` of their
-    bytes (the PS holds a pull's bytes from its start, so the link bounds it;
-    the headers the capture counts are in it). A pull short against the
-    shaper's token bucket runs above the rate (LeNet5 at 100 Mbit/s: 12.65
-    MB/s once); a step's main pulls of the larger models do not (MobileNetV2:
-    12.35 MB/s). Only transfers of ``min_bytes`` to ``max_bytes`` count: one
-    worker's pulls of steps less than ``gap_s`` apart read as one transfer
-    whose rate holds the pauses between them (LeNet5's skeleton at 200 Mbit/s
-    through a shallow FIFO: 2–4 pulls 12 ms apart at 9–14 MB/s, each at 25.5).
-    None without such a pull."""
+    transfer overlaps (no other pull, no push) of the rate between ``fraction``
+    and ``1 − fraction`` of their bytes (the PS holds a pull's bytes from its
+    start, so the link bounds it; the headers the capture counts are in it). A
+    pull short against the shaper's token bucket runs above the rate (LeNet5
+    at 100 Mbit/s: 12.65 MB/s once); a step's main pulls of the larger models
+    do not (MobileNetV2: 12.35 MB/s). A push beside it slows a pull through a
+    deep FIFO, its ACKs queued behind the push (GoogLeNet's skeleton pair at
+    100 Mbit/s through a 200-ms FIFO: 8.5 MB/s, 73 % of it beside a push).
+    Only transfers of ``min_bytes`` to ``max_bytes`` count: one worker's pulls
+    of steps less than ``gap_s`` apart read as one transfer whose rate holds
+    the pauses between them (LeNet5's skeleton at 200 Mbit/s through a shallow
+    FIFO: 2–4 pulls 12 ms apart at 9–14 MB/s, each at 25.5). None without
+    such a pull."""
     flows, transfers = _transfers(packets, server, workers, "pull", min_bytes, gap_s)
+    _, pushes = _transfers(packets, server, workers, "push", min_bytes, gap_s)
     rates = []
     for start, end, w in transfers:
-        if any(v != w and a < end and start < b for a, b, v in transfers):
+        others = [(a, b) for a, b, v in transfers if v != w] + [(a, b) for a, b, _ in pushes]
+        if any(a < end and start < b for a, b in others):
             continue
         t, size = flows[w]
         m = (t >= start) & (t <= end)
