@@ -20,6 +20,7 @@ from sgdsim.testbed.capture import (
     start_excess,
     step_boundaries,
     trace_packets,
+    transfer_gap_s,
     two_way_shares,
 )
 
@@ -431,3 +432,20 @@ def test_two_way_shares_past_each_transfers_start_leave_tcps_start_out():
     # counted in: (0.1 * 1000 + 0.4 * 800) / 0.5 and (0.1 * 300 + 0.4 * 700) / 0.5
     assert two_way_shares(p, 1, [2, 3], 1e6, 1e6) == pytest.approx((0.84, 0.62), abs=0.01)
     assert two_way_shares(p, 1, [2, 3], 1e6, 1e6, ramp_s=0.1) == pytest.approx((0.8, 0.7), abs=0.01)
+
+
+def test_transfer_gap_splits_steps_that_follow_within_20_ms():
+    # LeNet5 at 200 Mbit/s: 248 KB each way, 25 MB/s: half a push is 5 ms
+    assert transfer_gap_s(248e3, 248e3, 25e6) == pytest.approx(0.00496)
+    assert transfer_gap_s(14e6, 14e6, 12.5e6) == 0.02  # MobileNetV2: the 20 ms
+    assert transfer_gap_s(14e6, 14e6, 12.5e6, longest_s=0.05) == 0.05
+    with pytest.raises(ValueError, match="> 0"):
+        transfer_gap_s(248e3, 0.0, 25e6)
+    # one worker's pulls of 10 ms, 15 ms apart (its push between): one transfer per
+    # step with the gap, one for all with 20 ms
+    t = np.concatenate([k * 0.025 + np.arange(10) * 0.001 for k in range(8)])
+    ones = np.ones(len(t), dtype=np.int64)
+    pulls = Packets(t, ones, 2 * ones, np.full(len(t), 25_000, dtype=np.int64))
+    gap = transfer_gap_s(250e3, 250e3, 25e6)
+    assert len(bursts(pulls.t, pulls.payload, gap, 125e3)) == 8
+    assert len(bursts(pulls.t, pulls.payload, 0.02, 125e3)) == 1

@@ -587,7 +587,7 @@ def simulated_start_deficits(
 
     from sgdsim.simulation import Network
     from sgdsim.simulation.async_ps import simulate_async, single_step_estimate
-    from sgdsim.testbed.capture import start_deficits, trace_packets
+    from sgdsim.testbed.capture import start_deficits, trace_packets, transfer_gap_s
 
     if not rate_Bps > 0 or workers < 2 or runs < 1 or steps < 1:
         raise ValueError(
@@ -599,6 +599,7 @@ def simulated_start_deficits(
     rng = np.random.default_rng(seed)
     hosts = list(range(2, 2 + workers))
     sizes = {"pull": float(workload.pull_bytes.sum()), "push": float(workload.push_bytes.sum())}
+    gap = transfer_gap_s(sizes["pull"], sizes["push"], rate_Bps, longest_s=0.05)
     pooled: dict[str, list[dict[int, list[float]]]] = {"push": [], "pull": []}
     for _ in range(runs):
         trace: list[Any] = []
@@ -609,7 +610,9 @@ def simulated_start_deficits(
         )  # fmt: skip
         packets = trace_packets(trace, workload.pull_bytes, workload.push_bytes)
         for name, size in sizes.items():
-            pooled[name].append(start_deficits(packets, 1, hosts, name, size / 2, rate_Bps))
+            pooled[name].append(
+                start_deficits(packets, 1, hosts, name, size / 2, rate_Bps, gap_s=gap)
+            )
     return {name: _pooled(got) for name, got in pooled.items()}
 
 
@@ -672,6 +675,7 @@ def training_join_delays(
         start_deficits,
         start_excess,
         step_boundaries,
+        transfer_gap_s,
         two_way_shares,
     )
     from sgdsim.testbed.steady import run_steady_measurement
@@ -693,25 +697,35 @@ def training_join_delays(
     # the testbed numbers its hosts ps, w0, w1, … as .1, .2, .3, … (Testbed.address)
     hosts = list(range(2, 2 + workers))
     growth, excess, gains, windows, lags, deficits = {}, {}, {}, {}, {}, {}
+    # one step's transfer at a time: pauses within it shorter than the other leg
+    gap = transfer_gap_s(pull_bytes, push_bytes, rate)
     # a step's pull: half its bytes to one and a half (not two steps' run together)
-    full = saturated_rate(packets, 1, hosts, pull_bytes / 2, max_bytes=1.5 * pull_bytes)
+    full = saturated_rate(packets, 1, hosts, pull_bytes / 2, gap, max_bytes=1.5 * pull_bytes)
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
         # a step's main transfer (half its bytes at least); windows of 5 % of it
         window = 0.05 * size / rate
-        found = join_records(packets, 1, hosts, direction, size / 2, min_overlap_s=window)
+        found = join_records(
+            packets, 1, hosts, direction, size / 2, gap_s=gap, min_overlap_s=window
+        )
         growth[direction] = {k: tuple(late for late, _ in g) for k, g in found.items()}
         windows[direction] = {k: tuple(w for _, w in g) for k, g in found.items()}
         lags[direction] = {
-            k: tuple(g) for k, g in join_lags(packets, 1, hosts, direction, size / 2).items()
+            k: tuple(g)
+            for k, g in join_lags(packets, 1, hosts, direction, size / 2, gap_s=gap).items()
         }
-        starts = start_excess(packets, 1, hosts, direction, size / 2, rate)
+        starts = start_excess(packets, 1, hosts, direction, size / 2, rate, gap_s=gap)
         excess[direction] = {k: tuple(g) for k, g in starts.items()}
-        short = start_deficits(packets, 1, hosts, direction, size / 2, full or rate)
+        short = start_deficits(
+            packets, 1, hosts, direction, size / 2, full or rate,
+            gap_s=transfer_gap_s(pull_bytes, push_bytes, rate, longest_s=0.05),
+        )  # fmt: skip
         deficits[direction] = {k: tuple(g) for k, g in short.items()}
         if full is not None:
-            got = join_gains(packets, 1, hosts, direction, size / 2, full, min_overlap_s=window)
+            got = join_gains(
+                packets, 1, hosts, direction, size / 2, full, gap_s=gap, min_overlap_s=window
+            )
             gains[direction] = {k: tuple(g) for k, g in got.items()}
-    boundaries = step_boundaries(packets, 1, hosts, pull_bytes)
+    boundaries = step_boundaries(packets, 1, hosts, pull_bytes, gap_s=gap)
     signed = link.queue == "fifo"
     return TrainingJoins(
         join_delay_of(growth["push"], workers, signed=signed),
@@ -725,10 +739,10 @@ def training_join_delays(
         gains,
         full,
         windows,
-        two_way_shares(packets, 1, hosts, pull_bytes, push_bytes),
+        two_way_shares(packets, 1, hosts, pull_bytes, push_bytes, gap_s=gap),
         phase_distance(r.step_end_times, r.window_s),
         lags,
-        two_way_shares(packets, 1, hosts, pull_bytes, push_bytes, ramp_s=0.1),
+        two_way_shares(packets, 1, hosts, pull_bytes, push_bytes, gap_s=gap, ramp_s=0.1),
         deficits,
     )
 

@@ -152,6 +152,24 @@ def read_pcap(path: str | Path) -> Packets:
     )
 
 
+def transfer_gap_s(
+    pull_bytes: float, push_bytes: float, rate_Bps: float, longest_s: float = 0.02
+) -> float:
+    """The longest pause one transfer holds, seconds: ``longest_s`` (a pull's
+    per-tensor requests), or half the shorter of a step's pull and push at the
+    link's rate where that is shorter, since one worker's transfers in one
+    direction are at least its transfer in the other apart. LeNet5's skeleton
+    at 200 Mbit/s pulls 248 KB every 27 ms, 15–19 ms apart: with 20 ms, 5–90
+    steps' pulls read as one transfer; with 5 ms, each step's is one.
+
+    Raises:
+        ValueError: a size or ``rate_Bps`` not > 0.
+    """
+    if not (pull_bytes > 0 and push_bytes > 0 and rate_Bps > 0):
+        raise ValueError(f"bytes and rate must be > 0, got {pull_bytes}, {push_bytes}, {rate_Bps}")
+    return min(longest_s, 0.5 * min(pull_bytes, push_bytes) / rate_Bps)
+
+
 def bursts(t: np.ndarray, size: np.ndarray, gap_s: float, min_bytes: float) -> np.ndarray:
     """Transfers of one flow: runs of packets less than ``gap_s`` apart that carry
     at least ``min_bytes`` in all.
