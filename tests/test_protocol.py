@@ -137,6 +137,12 @@ def test_a_steady_series_converges_at_the_first_check_with_enough_steps():
     assert steady_stop(cut, rule) == est
     # before the data reach the deciding window, nothing is decided yet
     assert steady_stop([[t for t in e if t <= 12.0] for e in ends], rule) is None
+    # a rule with min_s holds no earlier than that much window (a join capture
+    # takes its whole window: min_s = max_s)
+    held = steady_stop(ends, dataclasses.replace(rule, min_s=20.0))
+    assert held is not None and held.converged and held.end == 0.375 + 20
+    whole = steady_stop(ends, dataclasses.replace(rule, min_s=40.0, max_s=40.0))
+    assert whole is not None and whole.converged and whole.end == 0.375 + 40
 
 
 def bursty(cycles: int) -> list[float]:
@@ -172,7 +178,14 @@ def test_a_bursty_series_does_not_converge_within_the_bound():
 
 
 def test_rule_rejects_bad_parameters():
-    for bad in ({"batches": 1}, {"confidence": 1.0}, {"rel_half_width": 0}, {"warmup_steps": 0}):
+    for bad in (
+        {"batches": 1},
+        {"confidence": 1.0},
+        {"rel_half_width": 0},
+        {"warmup_steps": 0},
+        {"min_s": -1.0},
+        {"min_s": 301.0},  # over max_s
+    ):
         with pytest.raises(ValueError, match="SteadyRule needs"):
             SteadyRule(**bad)  # type: ignore[arg-type]
 

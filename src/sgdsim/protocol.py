@@ -170,6 +170,10 @@ class SteadyRule:
         check_every_s: the rule is evaluated at window lengths that are
             multiples of this (seconds), the same for a measurement (which
             polls its workers this often) and its prediction.
+        min_s: seconds of window at least before the rule may hold (0 … ``max_s``;
+            ``max_s``: every run takes its whole window, as a join capture
+            does, whose joins and two-way shares need time where its rate
+            may converge within a second).
     """
 
     warmup_steps: int = 1
@@ -180,6 +184,7 @@ class SteadyRule:
     confidence: float = 0.95
     max_s: float = 300.0
     check_every_s: float = 1.0
+    min_s: float = 0.0
 
     def __post_init__(self) -> None:
         if (
@@ -191,11 +196,12 @@ class SteadyRule:
             or not 0 < self.confidence < 1
             or not self.max_s > 0
             or not self.check_every_s > 0
+            or not 0 <= self.min_s <= self.max_s
         ):
             raise ValueError(
                 "SteadyRule needs warmup_steps >= 1, settle_s >= 0, min_steps >= 0, "
-                "rel_half_width > 0, batches >= 2, 0 < confidence < 1, max_s > 0 and "
-                f"check_every_s > 0; got {self}"
+                "rel_half_width > 0, batches >= 2, 0 < confidence < 1, max_s > 0, "
+                f"check_every_s > 0 and 0 <= min_s <= max_s; got {self}"
             )
 
 
@@ -213,7 +219,8 @@ class SteadyEstimate:
         steps: (N,) step ends of each worker inside the window.
         start, end: the window, in the step end times' clock (seconds).
         converged: the rule held: every worker has ``min_steps`` step ends
-            inside and ``rel_half_width`` is at most the rule's.
+            inside, ``rel_half_width`` is at most the rule's and the window
+            is ``min_s`` long at least.
     """
 
     steps_per_s: float
@@ -393,7 +400,9 @@ def steady_estimate(
         steps=steps,
         start=float(start),
         end=float(end),
-        converged=min(steps) >= rule.min_steps and rel <= rule.rel_half_width,
+        converged=min(steps) >= rule.min_steps
+        and rel <= rule.rel_half_width
+        and end - start >= rule.min_s - 1e-9,
     )
 
 

@@ -729,7 +729,8 @@ def join_calibration(
         bandwidth_bps: the NICs' rate, bit/s.
         link: the testbed's links (:class:`~sgdsim.testbed.netns.Link`).
         workers: the N to capture (those < 2 are skipped).
-        capture_s: seconds of window of each capture (> 0).
+        capture_s: seconds of window of each capture (> 0), whole: the capture
+            does not stop where its rate converges.
         method: ``skeleton`` or ``training`` (:data:`METHODS`).
         label: the network's name in the log lines.
         runs: captures pooled at each N (>= 1).
@@ -760,7 +761,11 @@ def join_calibration(
         bandwidth_bps=float(bandwidth_bps),
         pull_bytes=float(workload.pull_bytes.sum()),
         push_bytes=float(workload.push_bytes.sum()),
-        rule=dataclasses.replace(TRAINING_JOIN_RULE, max_s=float(capture_s)),
+        # the whole window: a fast model's rate converges within a second, its joins
+        # and two-way shares do not (LeNet5 at 200 Mbit/s: 1 s, two-way share none)
+        rule=dataclasses.replace(
+            TRAINING_JOIN_RULE, max_s=float(capture_s), min_s=float(capture_s)
+        ),
         link=link,
         # the skeleton's workers start in the testbed's namespaces: an absolute path
         skeleton=str(Path(workload_path).resolve()) if method == "skeleton" else None,
