@@ -588,15 +588,16 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
             assert (at["workers"], at["steps_per_s"]) == (captured, 1.0 / captured)
             assert join_delay_in(at, "push").mean_s == (0.001 * captured,)
             assert join_delay_in(at, "pull").mean_s == (0.002 * captured,)
-    # and its N's share, else the nearest captured N's with one
-    # (the larger on a tie: N = 3 has none, N = 4 is as near as N = 2)
+    # and its N's share, else the nearest captured N's; none where that capture
+    # measured none (N = 3's), not another N's
     at = {n: two_way_share_at(got["fifo"], n) for n in (1, 2, 3, 4, 6)}
-    assert at == {1: (0.95, 0.9), 2: (0.95, 0.9), 3: (0.8, 0.7), 4: (0.8, 0.7), 6: (0.8, 0.7)}
+    assert at == {1: (0.95, 0.9), 2: (0.95, 0.9), 3: None, 4: (0.8, 0.7), 6: (0.8, 0.7)}
     assert two_way_share_at({"push_join_delay_s": 0.0}, 2) is None
     # a calibration without per-N joins (one capture, or a race's) serves every N
     old = {"push_join_delay_s": [0.003], "push_join_sd_s": [0.001], "workers": 2}
     assert joins_at_n(old, 4) is old
-    # the prediction of a point at N = 3 takes N = 3's joins and N = 4's share
+    # the prediction of a point at N = 3 takes N = 3's joins and no share (its
+    # capture measured none)
     out = tmp_path / "p.parquet"
     wc = {"hardware": "cpu", "model": "LeNet5", "network": "fifo", "policy": "tf_default"}
     wc |= {"mode": "async", "workers": "3"}
@@ -607,7 +608,13 @@ def test_joins_and_two_way_shares_are_captured_at_each_n_and_given_to_its_points
     row = pl.read_parquet(out).row(0, named=True)
     assert row["push_join_delays_s"] == pytest.approx([0.003])
     assert row["pull_join_delays_s"] == pytest.approx([0.006])
-    assert row["two_way_share"] == pytest.approx([0.8, 0.7])
+    assert row["two_way_share"] is None
+    four = tmp_path / "p4.parquet"
+    predict_testbed_stage(
+        config, str(workload), str(tmp_path), str(four), wc | {"workers": "4"},
+        push_calibration_path=str(tmp_path / "fifo.json"),
+    )  # fmt: skip
+    assert pl.read_parquet(four).row(0, named=True)["two_way_share"] == pytest.approx([0.8, 0.7])
     # beside it, the point predicted without the capture (the profile and the
     # network's calibration alone, as the grid predicts): the prediction made
     # without the capture's file, and not the captured one (joins move the phases)

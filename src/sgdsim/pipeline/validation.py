@@ -513,12 +513,16 @@ def _nearest(captured: Iterable[int], workers: int) -> int:
 def two_way_share_at(joins: dict[str, Any], workers: int) -> tuple[float, float] | None:
     """The ``(pull, push)`` two-way share a :func:`calibrate_push_join_stage` JSON
     gives N ``workers``: the one captured at N, else at the captured N nearest
-    to it (the larger on a tie); None without any."""
-    shares = {int(n): v for n, v in (joins.get("two_way_share") or {}).items() if v}
+    to it (the larger on a tie); None without any, or where that capture
+    measured none (a direction never alone: LeNet5's four workers keep both
+    busy), since the share changes with N and another N's would not be this
+    one's (LeNet5 at 200 Mbit/s: 0.85 at N = 2; with it the simulator ran its
+    own N = 4 capture 14 % slow, without it 1 % fast)."""
+    shares = {int(n): v for n, v in (joins.get("two_way_share") or {}).items()}
     if not shares:
         return None
-    n = _nearest(shares, workers)
-    return float(shares[n][0]), float(shares[n][1])
+    share = shares[_nearest(shares, workers)]
+    return None if not share else (float(share[0]), float(share[1]))
 
 
 def joins_at_n(joins: dict[str, Any], workers: int) -> dict[str, Any]:
