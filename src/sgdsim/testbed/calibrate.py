@@ -699,6 +699,7 @@ def training_join_delays(
     growth, excess, gains, windows, lags, deficits = {}, {}, {}, {}, {}, {}
     # one step's transfer at a time: pauses within it shorter than the other leg
     gap = transfer_gap_s(pull_bytes, push_bytes, rate)
+    deficit_gap = transfer_gap_s(pull_bytes, push_bytes, rate, longest_s=0.05)
     # a step's pull: half its bytes to one and a half (not two steps' run together)
     full = saturated_rate(packets, 1, hosts, pull_bytes / 2, gap, max_bytes=1.5 * pull_bytes)
     for direction, size in (("push", push_bytes), ("pull", pull_bytes)):
@@ -716,9 +717,8 @@ def training_join_delays(
         starts = start_excess(packets, 1, hosts, direction, size / 2, rate, gap_s=gap)
         excess[direction] = {k: tuple(g) for k, g in starts.items()}
         short = start_deficits(
-            packets, 1, hosts, direction, size / 2, full or rate,
-            gap_s=transfer_gap_s(pull_bytes, push_bytes, rate, longest_s=0.05),
-        )  # fmt: skip
+            packets, 1, hosts, direction, size / 2, full or rate, gap_s=deficit_gap
+        )
         deficits[direction] = {k: tuple(g) for k, g in short.items()}
         if full is not None:
             got = join_gains(
