@@ -696,6 +696,55 @@ def test_an_entry_may_measure_its_points_in_steady_state():
     assert steady_rule(cfg, wc(2)) is None and steady_rule(cfg, wc(4)) is not None
 
 
+def test_an_entry_may_take_keys_of_the_steady_rule_of_its_own():
+    # validation.points[].steady: a pair measured longer, one worker shorter, the rest shared
+    from sgdsim.config import check_config, validation_points, with_defaults
+    from sgdsim.errors import ConfigError
+    from sgdsim.pipeline.validation import steady_rule
+
+    cfg = {
+        "models": [{"name": "LeNet5"}],
+        "hardware": [{"name": "cpu"}],
+        "networks": [{"name": "n", "bandwidth_bps": 1e9}],
+        "validation": {
+            "protocol": "steady",
+            "networks": [{"name": "a", "bandwidth_bps": 1e8}],
+            "steady": {"min_steps": 20, "max_s": 90, "settle_s": 3},
+            "points": [
+                {"model": "LeNet5", "workers": [2], "steady": {"max_s": 240}},
+                {"model": "LeNet5", "workers": [1], "steady": {"min_steps": 10}},
+                {"model": "LeNet5", "workers": [1, 2, 3]},  # 1 and 2 listed: the first wins
+            ],
+        },
+    }
+    cfg = with_defaults(cfg)
+    # the entry's own keys are not filled with the schema's defaults
+    assert cfg["validation"]["points"][0]["steady"] == {"max_s": 240}
+    assert {p["workers"]: p["steady"] for p in validation_points(cfg)} == {
+        2: {"max_s": 240},
+        1: {"min_steps": 10},
+        3: {},
+    }
+
+    def rule(n: int):
+        wc = {"model": "LeNet5", "network": "a", "policy": "tf_default", "workers": str(n)}
+        return steady_rule(cfg, wc)
+
+    assert (rule(2).max_s, rule(2).min_steps, rule(2).settle_s) == (240, 20, 3)
+    assert (rule(1).max_s, rule(1).min_steps, rule(1).settle_s) == (90, 10, 3)
+    assert (rule(3).max_s, rule(3).min_steps) == (90, 20)
+    # a key the rule does not have, or a bad value, is refused naming the entry
+    for bad in ({"max_seconds": 240}, {"max_s": 0}):
+        cfg["validation"]["points"][0]["steady"] = bad
+        with pytest.raises(ConfigError, match=r"validation\.points\[0\]\.steady"):
+            with_defaults(cfg)
+    # an episodes entry takes no steady rule
+    cfg["validation"]["points"][0]["steady"] = {"max_s": 240}
+    cfg["validation"]["points"][0]["protocol"] = "episodes"
+    with pytest.raises(ConfigError, match=r"points\[0\]\.steady: .*episodes"):
+        check_config(cfg)
+
+
 @pytest.mark.slow
 def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_path, monkeypatch):
     # validation.unprivileged: loopback. Where the testbed cannot run (here: made

@@ -227,6 +227,11 @@ def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[
                     f"{source}: validation.points[{i}].networks: {n!r} is not the name of a "
                     f"validation.networks entry ({', '.join(nets)})"
                 )
+        if pt.get("steady") and pt.get("protocol", val.get("protocol", "episodes")) != "steady":
+            raise ConfigError(
+                f"{source}: validation.points[{i}].steady: this entry's points are measured by "
+                "episodes, which take no steady rule; set its protocol: steady or drop steady"
+            )
 
 
 #: Fusion rule of every measured ``allreduce`` point: ``MultiWorkerMirroredStrategy``
@@ -245,7 +250,8 @@ def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
 
     Keys: hardware, model, network, mode, policy, workers, duration_s, runs
     (independent launches of the point, averaged), protocol (the
-    entry's, else ``validation.protocol``, else ``episodes``). An
+    entry's, else ``validation.protocol``, else ``episodes``), steady (the
+    entry's keys of ``validation.steady`` to take instead; ``{}``: none). An
     ``allreduce`` point's policy is its fusion rule, :data:`TESTBED_FUSION`
     (the point's ``policies`` order PS pulls; they apply to ``async`` and
     ``sync_ps``). Duplicates (same hardware, model, network, mode, policy and
@@ -274,6 +280,7 @@ def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
                                 "duration_s": pt.get("duration_s", val.get("duration_s", 20)),
                                 "runs": pt.get("runs", 1),
                                 "protocol": pt.get("protocol", val.get("protocol", "episodes")),
+                                "steady": dict(pt.get("steady", {})),
                             },
                         )
     return list(out.values())

@@ -125,16 +125,18 @@ def _validation_buffer(config: dict[str, Any], net: dict[str, Any]) -> int:
 
 
 def steady_rule(config: dict[str, Any], wildcards: dict[str, str] | None = None) -> Any:
-    """The :class:`~sgdsim.protocol.SteadyRule` of ``validation.steady`` when the
-    point of ``wildcards`` (its entry's ``protocol``, else
-    ``validation.protocol``; without ``wildcards``, the latter) is measured in
-    steady state, else None."""
+    """The :class:`~sgdsim.protocol.SteadyRule` of the point of ``wildcards`` when
+    it is measured in steady state (its entry's ``protocol``, else
+    ``validation.protocol``; without ``wildcards``, the latter), else None:
+    ``validation.steady`` with the keys of the entry's own ``steady`` in their
+    place, so the measurement and its prediction take the same rule."""
     from sgdsim.protocol import SteadyRule
 
     val = with_defaults(config)["validation"]
     if _protocol(config, wildcards) != "steady":
         return None
-    return SteadyRule(**val["steady"])
+    p = None if wildcards is None else _point(config, wildcards)
+    return SteadyRule(**{**val["steady"], **({} if p is None else p["steady"])})
 
 
 def _protocol(config: dict[str, Any], wildcards: dict[str, str] | None) -> str:
