@@ -745,6 +745,16 @@ def test_an_entry_may_take_keys_of_the_steady_rule_of_its_own():
         check_config(cfg)
 
 
+def test_an_entry_s_steady_keys_are_the_rule_s():
+    # the schema lists validation.points[].steady's keys by hand (each a $ref without its
+    # default); a key added to the rule must be added there too
+    from sgdsim.config import schema
+
+    sc = schema()
+    entry = sc["properties"]["validation"]["properties"]["points"]["items"]["properties"]
+    assert set(entry["steady"]["properties"]) == set(sc["$defs"]["steady_rule"]["properties"])
+
+
 @pytest.mark.slow
 def test_without_the_testbed_loopback_mode_measures_unshaped_and_says_so(tmp_path, monkeypatch):
     # validation.unprivileged: loopback. Where the testbed cannot run (here: made

@@ -227,7 +227,7 @@ def _check_validation(config: dict[str, Any], source: str, names: dict[str, set[
                     f"{source}: validation.points[{i}].networks: {n!r} is not the name of a "
                     f"validation.networks entry ({', '.join(nets)})"
                 )
-        if pt.get("steady") and pt.get("protocol", val.get("protocol", "episodes")) != "steady":
+        if pt.get("steady") and _entry_protocol(pt, val) != "steady":
             raise ConfigError(
                 f"{source}: validation.points[{i}].steady: this entry's points are measured by "
                 "episodes, which take no steady rule; set its protocol: steady or drop steady"
@@ -243,6 +243,12 @@ def _point_default(key: str) -> Any:
     """The schema's default of ``validation.points[].<key>``."""
     items = schema()["properties"]["validation"]["properties"]["points"]["items"]
     return copy.deepcopy(items["properties"][key]["default"])
+
+
+def _entry_protocol(entry: dict[str, Any], validation: dict[str, Any]) -> str:
+    """A ``validation.points[]`` entry's protocol: its own, else ``validation.protocol``,
+    else ``episodes``."""
+    return str(entry.get("protocol", validation.get("protocol", "episodes")))
 
 
 def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -279,7 +285,7 @@ def validation_points(config: dict[str, Any]) -> list[dict[str, Any]]:
                                 "workers": n,
                                 "duration_s": pt.get("duration_s", val.get("duration_s", 20)),
                                 "runs": pt.get("runs", 1),
-                                "protocol": pt.get("protocol", val.get("protocol", "episodes")),
+                                "protocol": _entry_protocol(pt, val),
                                 "steady": dict(pt.get("steady", {})),
                             },
                         )
